@@ -1,0 +1,34 @@
+"""rmqlab: Apache RocketMQ's storage engine, byte-compatible, for learning, teaching and operating.
+
+The supported public API is re-exported here; nothing optional (pandas, plotly, pyspark) is
+imported by ``import rmqlab``.
+"""
+
+from __future__ import annotations
+
+from rmqlab.config import MessageStoreConfig
+from rmqlab.errors import (
+    ConfigError,
+    CorruptRecord,
+    InvalidTopic,
+    NotAStore,
+    ReadOnlyStore,
+    RmqlabError,
+    StoreLocked,
+    TruncatedRecord,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ConfigError",
+    "CorruptRecord",
+    "InvalidTopic",
+    "MessageStoreConfig",
+    "NotAStore",
+    "ReadOnlyStore",
+    "RmqlabError",
+    "StoreLocked",
+    "TruncatedRecord",
+    "__version__",
+]

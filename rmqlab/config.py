@@ -1,0 +1,208 @@
+"""MessageStoreConfig: RocketMQ's ``MessageStoreConfig`` field names in snake_case, same defaults.
+
+One frozen dataclass; change it with :func:`dataclasses.replace` or :meth:`MessageStoreConfig.with_`.
+Where RocketMQ's getter adjusts a value (CQ file size rounded up to whole units, disk ratios
+clamped), the adjusted value is a property named after the getter's meaning, and the raw field keeps
+the name and the default of the Java field. Fields marked "rmqlab" are not RocketMQ's: they select
+rmqlab behaviour (which RocketMQ version to emulate, the memory store, the store host).
+
+Sizes are bytes, intervals milliseconds, ``file_reserved_time`` hours, ratios percent (as in Java).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from rmqlab.errors import ConfigError
+
+__all__ = ["ASYNC_FLUSH", "SYNC_FLUSH", "MessageStoreConfig"]
+
+ASYNC_FLUSH = "ASYNC_FLUSH"
+SYNC_FLUSH = "SYNC_FLUSH"
+CQ_STORE_UNIT_SIZE = 20
+_VERSIONS = ("4.9.8", "5.3.3")
+
+
+@dataclass(frozen=True)
+class MessageStoreConfig:
+    # --- paths -----------------------------------------------------------------------------
+    store_path_root_dir: str = field(default_factory=lambda: os.path.expanduser("~/store"))
+    store_path_commit_log: str | None = None  # None: <root>/commitlog
+
+    # --- file sizes --------------------------------------------------------------------------
+    mapped_file_size_commit_log: int = 1024 * 1024 * 1024
+    mapped_file_size_consume_queue: int = 300_000 * CQ_STORE_UNIT_SIZE
+    enable_consume_queue_ext: bool = False
+    mapped_file_size_consume_queue_ext: int = 48 * 1024 * 1024
+    bit_map_length_consume_queue_ext: int = 64
+    max_hash_slot_num: int = 5_000_000
+    max_index_num: int = 5_000_000 * 4
+    max_msgs_num_batch: int = 64
+    message_index_enable: bool = True
+    message_index_safe: bool = False
+
+    # --- limits ------------------------------------------------------------------------------
+    max_message_size: int = 1024 * 1024 * 4
+    max_filter_message_size: int = 16000
+    default_query_max_num: int = 32
+    auto_message_version_on_topic_len: bool = True
+    enabled_append_prop_crc: bool = False
+    force_verify_prop_crc: bool = False
+
+    # --- flush / commit ----------------------------------------------------------------------
+    flush_disk_type: str = ASYNC_FLUSH
+    flush_interval_commit_log: int = 500
+    flush_commit_log_timed: bool = True
+    flush_commit_log_least_pages: int = 4
+    flush_commit_log_thorough_interval: int = 1000 * 10
+    commit_interval_commit_log: int = 200
+    commit_commit_log_least_pages: int = 4
+    commit_commit_log_thorough_interval: int = 200
+    flush_interval_consume_queue: int = 1000
+    flush_consume_queue_least_pages: int = 2
+    flush_consume_queue_thorough_interval: int = 1000 * 60
+    sync_flush_timeout: int = 1000 * 5
+    wake_flush_when_put_message: bool = False
+    wake_commit_when_put_message: bool = True
+    transient_store_pool_enable: bool = False
+    transient_store_pool_size: int = 5
+    fast_fail_if_no_buffer_in_store_pool: bool = False
+    warm_mapped_file_enable: bool = False
+    flush_least_pages_when_warm_mapped_file: int = 1024 / 4 * 16  # type: ignore[assignment]
+    use_reentrant_lock_when_put_message: bool = True
+
+    # --- recovery ----------------------------------------------------------------------------
+    check_crc_on_recover: bool = True
+    duplication_enable: bool = False
+
+    # --- cleanup -----------------------------------------------------------------------------
+    clean_resource_interval: int = 10000
+    delete_commit_log_files_interval: int = 100
+    delete_consume_queue_files_interval: int = 100
+    destroy_mapped_file_interval_forcibly: int = 1000 * 120
+    redelete_hanged_file_interval: int = 1000 * 120
+    delete_when: str = "04"
+    disk_max_used_space_ratio: int = 75
+    file_reserved_time: int = 72
+    clean_file_forcibly_enable: bool = True
+    disk_space_clean_forcibly_ratio: int = 85  # 5.x config; 4.9.8 reads a system property, 0.85
+    disk_space_warning_level_ratio: int = 90  # 5.x config; 4.9.8 reads a system property, 0.90
+    delete_file_batch_max: int = 10
+
+    # --- reading -----------------------------------------------------------------------------
+    max_transfer_bytes_on_message_in_memory: int = 1024 * 256
+    max_transfer_count_on_message_in_memory: int = 32
+    max_transfer_bytes_on_message_in_disk: int = 1024 * 64
+    max_transfer_count_on_message_in_disk: int = 8
+    access_message_in_memory_max_ratio: int = 40
+    offset_check_in_slave: bool = False
+    put_msg_index_hight_water: int = 600000
+
+    # --- roles and misc ----------------------------------------------------------------------
+    broker_role: str = "ASYNC_MASTER"
+    message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    flush_delay_offset_interval: int = 1000 * 10
+    os_page_cache_busy_timeout_mills: int = 1000
+    disk_fall_recorded: bool = True
+
+    # --- rmqlab ------------------------------------------------------------------------------
+    rocketmq_version: str = "4.9.8"  # rmqlab: which RocketMQ behaviour to emulate where they differ
+    store_host: str = "127.0.0.1:10911"  # rmqlab: the broker address written into every record
+    broker_cluster_name: str = "DefaultCluster"  # rmqlab: value of the CLUSTER property
+    memory_topic_enable: bool = False  # rmqlab: MemoryMessageStore switch
+    memory_store_max_ratio: float = 0.75  # rmqlab: share of available memory memory topics may hold
+    memory_store_max_bytes: int | None = None  # rmqlab: explicit threshold overriding the ratio
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "flush_least_pages_when_warm_mapped_file", int(self.flush_least_pages_when_warm_mapped_file)
+        )
+        if self.rocketmq_version not in _VERSIONS:
+            raise ConfigError(f"rocketmq_version must be one of {_VERSIONS}, not {self.rocketmq_version!r}")
+        if self.flush_disk_type not in (ASYNC_FLUSH, SYNC_FLUSH):
+            raise ConfigError(f"flush_disk_type must be ASYNC_FLUSH or SYNC_FLUSH, not {self.flush_disk_type!r}")
+        for name in ("mapped_file_size_commit_log", "mapped_file_size_consume_queue",
+                     "max_hash_slot_num", "max_index_num", "max_message_size"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
+
+    # --- derived values (RocketMQ getters) ----------------------------------------------------
+    @property
+    def commit_log_dir(self) -> str:
+        return self.store_path_commit_log or os.path.join(self.store_path_root_dir, "commitlog")
+
+    @property
+    def consume_queue_file_size(self) -> int:
+        """``getMappedFileSizeConsumeQueue``: rounded up to a whole number of 20-byte units."""
+        units = -(-self.mapped_file_size_consume_queue // CQ_STORE_UNIT_SIZE)
+        return units * CQ_STORE_UNIT_SIZE
+
+    @property
+    def index_file_size(self) -> int:
+        return 40 + self.max_hash_slot_num * 4 + self.max_index_num * 20
+
+    @property
+    def disk_max_used_space_ratio_value(self) -> float:
+        """``getDiskMaxUsedSpaceRatio`` clamped to [10, 95], as a fraction."""
+        return min(max(self.disk_max_used_space_ratio, 10), 95) / 100.0
+
+    @property
+    def disk_space_clean_forcibly_ratio_value(self) -> float:
+        """5.x clamps to [0.30, 0.85]; 4.9.8 uses 0.85 unclamped (system property default)."""
+        value = self.disk_space_clean_forcibly_ratio / 100.0
+        return value if self.is_v4 else min(max(value, 0.30), 0.85)
+
+    @property
+    def disk_space_warning_level_ratio_value(self) -> float:
+        """5.x clamps to [0.35, 0.90]; 4.9.8 uses 0.90 unclamped."""
+        value = self.disk_space_warning_level_ratio / 100.0
+        return value if self.is_v4 else min(max(value, 0.35), 0.90)
+
+    @property
+    def is_v4(self) -> bool:
+        return self.rocketmq_version.startswith("4.")
+
+    @property
+    def is_sync_flush(self) -> bool:
+        return self.flush_disk_type == SYNC_FLUSH
+
+    @property
+    def max_record_size(self) -> int:
+        """Whole-record limit in the encoder: ``maxMessageSize + 64 KiB``, capped at int max."""
+        return min(self.max_message_size + 64 * 1024, 2**31 - 1)
+
+    @property
+    def delay_level_table(self) -> dict[int, int]:
+        """``messageDelayLevel`` parsed: level (1-based) -> delay in ms."""
+        unit = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+        table: dict[int, int] = {}
+        for level, token in enumerate(self.message_delay_level.split(" "), start=1):
+            table[level] = int(token[:-1]) * unit[token[-1]]
+        return table
+
+    def with_(self, **changes: Any) -> MessageStoreConfig:
+        """A copy with ``changes`` applied (``dataclasses.replace``)."""
+        return replace(self, **changes)
+
+    @classmethod
+    def small(cls, store_path_root_dir: str, **changes: Any) -> MessageStoreConfig:
+        """Tiny sizes for tests and notebooks, so files roll after a few messages.
+
+        The same sizes the reference stores were written with: 64 KiB CommitLog files,
+        64-unit ConsumeQueue files, index files of 64 slots and 256 items.
+        """
+        base = dict(
+            store_path_root_dir=store_path_root_dir,
+            mapped_file_size_commit_log=64 * 1024,
+            mapped_file_size_consume_queue=64 * CQ_STORE_UNIT_SIZE,
+            max_hash_slot_num=64,
+            max_index_num=256,
+        )
+        base.update(changes)
+        return cls(**base)
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]

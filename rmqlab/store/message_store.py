@@ -1,0 +1,716 @@
+"""MessageStore: the facade over CommitLog, ConsumeQueues, IndexService and services.
+
+It mirrors RocketMQ's ``DefaultMessageStore``: ``load()`` (abort check, CommitLog, consume
+queues, checkpoint, index, recovery), ``start()`` (reput until caught up, topic-queue table,
+services, ``abort`` created), ``shutdown()`` (services stopped, everything flushed, checkpoint
+written, ``abort`` removed when all is dispatched). Reads and writes keep RocketMQ's semantics:
+``get_message`` statuses and ``next_begin_offset``, ``query_message`` by index, offsets by time.
+
+Unlike RocketMQ, the ``lock`` file is taken before recovery (recovery truncates files, so a
+second writer must be refused before it can cut anything).
+
+Services run in background threads (``threaded=True``) or only when ``step()`` is called.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rmqlab.clock import Clock, SystemClock
+from rmqlab.codec.message import MessageRecord, decode_message
+from rmqlab.codec.walk import check_message_and_return_size
+from rmqlab.config import MessageStoreConfig
+from rmqlab.errors import MappedFileError, NotAStore, RmqlabError
+from rmqlab.events import EventBus
+from rmqlab.files.allocate_mapped_file_service import AllocateMappedFileService
+from rmqlab.files.fs import FileLock
+from rmqlab.files.transient_store_pool import TransientStorePool
+from rmqlab.store.abort_file import AbortFile
+from rmqlab.store.commit_log import CommitLog
+from rmqlab.store.consume_queue_store import ConsumeQueueStore
+from rmqlab.store.dispatch import (
+    CommitLogDispatcherBuildConsumeQueue,
+    CommitLogDispatcherBuildIndex,
+    ReputMessageService,
+)
+from rmqlab.store.flush import (
+    CommitRealTimeService,
+    FlushConsumeQueueService,
+    FlushRealTimeService,
+    GroupCommitRequest,
+    GroupCommitService,
+)
+from rmqlab.store.index_service import IndexService
+from rmqlab.store.message import Message
+from rmqlab.store.message_filter import MessageFilter
+from rmqlab.store.recovery import CommitLogFileView, RecoveryPlan, plan_recovery
+from rmqlab.store.results import (
+    GetMessageResult,
+    GetMessageStatus,
+    PutMessageResult,
+    PutMessageStatus,
+    QueryMessageResult,
+    StoredMessage,
+)
+from rmqlab.store.services import Service, ServiceRunner, StepRunner, ThreadedRunner
+from rmqlab.store.store_checkpoint import StoreCheckpoint
+from rmqlab.store.store_stats import StoreStats, StoreStatsService
+
+__all__ = ["MessageStore"]
+
+_LONG_MAX = 2**63 - 1
+_LONG_MIN = -(2**63)
+_CQ_UNIT = 20
+
+
+def _total_physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 8 * 1024**3
+
+
+@dataclass(frozen=True)
+class StoreStatus:
+    """Lifecycle flags, as RocketMQ's RunningFlags reports them."""
+
+    loaded: bool
+    started: bool
+    shutdown: bool
+    writeable: bool
+    last_exit_ok: bool
+
+
+class MessageStore:
+    """A RocketMQ store directory opened for writing. Use :meth:`open`.
+
+    Thread-safety: puts are serialised by the CommitLog's put lock; reads may run concurrently
+    with puts and services.
+    """
+
+    def __init__(
+        self,
+        config: MessageStoreConfig,
+        *,
+        clock: Clock | None = None,
+        bus: EventBus | None = None,
+        threaded: bool = True,
+    ) -> None:
+        self.config = config
+        self.root = config.store_path_root_dir
+        self.clock: Clock = clock or SystemClock()
+        self.bus = bus or EventBus()
+        self.runner: ServiceRunner = ThreadedRunner() if threaded else StepRunner()
+        self.threaded = threaded
+        os.makedirs(self.root, exist_ok=True)
+        self._lock = FileLock(os.path.join(self.root, "lock"))
+        self._lock.acquire()
+        try:
+            self._build()
+        except BaseException:
+            self._lock.release()
+            raise
+        self.loaded = False
+        self.started = False
+        self.is_shutdown = False
+        self.last_exit_ok = True
+        self.recovery_plan: RecoveryPlan | None = None
+
+    def _build(self) -> None:
+        c = self.config
+        self.transient_store_pool: TransientStorePool | None = None
+        tsp_enabled = c.transient_store_pool_enable and (
+            (not c.is_sync_flush and c.broker_role != "SLAVE") if c.is_v4 else c.broker_role != "SLAVE"
+        )
+        if tsp_enabled:
+            self.transient_store_pool = TransientStorePool(c.transient_store_pool_size, c.mapped_file_size_commit_log)
+            self.transient_store_pool.init()
+        self.allocate_service = AllocateMappedFileService(
+            transient_store_pool=self.transient_store_pool,
+            warm_mapped_file_enable=c.warm_mapped_file_enable,
+            flush_disk_type=c.flush_disk_type,
+            flush_least_pages_when_warm_mapped_file=c.flush_least_pages_when_warm_mapped_file,
+            mapped_file_size_commit_log=c.mapped_file_size_commit_log,
+            fast_fail_if_no_buffer_in_store_pool=c.fast_fail_if_no_buffer_in_store_pool,
+            bus=self.bus,
+            threaded=self.threaded,
+        )
+        self.commit_log = CommitLog(
+            c, clock=self.clock, bus=self.bus, allocate_service=self.allocate_service,
+            transient_store_pool=self.transient_store_pool,
+        )
+        self.consume_queue_store = ConsumeQueueStore(
+            os.path.join(self.root, "consumequeue"), c.consume_queue_file_size,
+            rocketmq_version=c.rocketmq_version, bus=self.bus,
+        )
+        self.checkpoint = StoreCheckpoint(os.path.join(self.root, "checkpoint"))
+        self.index_service = IndexService(
+            os.path.join(self.root, "index"),
+            hash_slot_num=c.max_hash_slot_num,
+            index_num=c.max_index_num,
+            checkpoint=self.checkpoint,
+            clock=self.clock,
+            max_msgs_num_batch=c.max_msgs_num_batch,
+            message_index_enable=c.message_index_enable,
+            bus=self.bus,
+        )
+        self.abort_file = AbortFile(self.root, rocketmq_version=c.rocketmq_version)
+        self.reput = ReputMessageService(
+            self.commit_log,
+            [
+                CommitLogDispatcherBuildConsumeQueue(self.consume_queue_store, self.checkpoint, self.bus),
+                CommitLogDispatcherBuildIndex(self.index_service, c.message_index_enable),
+            ],
+            rocketmq_version=c.rocketmq_version,
+            delay_level_table=c.delay_level_table,
+        )
+        mfq = self.commit_log.mapped_file_queue
+        self.group_commit: GroupCommitService | None = None
+        self.flush_commit_log: FlushRealTimeService | None = None
+        if c.is_sync_flush:
+            self.group_commit = GroupCommitService(mfq, self.checkpoint, c)
+        else:
+            self.flush_commit_log = FlushRealTimeService(mfq, self.checkpoint, c, self.clock)
+        self.commit_service: CommitRealTimeService | None = None
+        if self.transient_store_pool is not None:
+            self.commit_service = CommitRealTimeService(
+                mfq, c, self.clock, on_committed=lambda: self.runner.wakeup("flush_commit_log")
+            )
+        self.flush_consume_queue = FlushConsumeQueueService(self.consume_queue_store, self.checkpoint, c, self.clock)
+        self.stats = StoreStatsService(self.clock)
+
+    # ------------------------------------------------------------------ open / lifecycle
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        config: MessageStoreConfig | None = None,
+        *,
+        clock: Clock | None = None,
+        bus: EventBus | None = None,
+        threaded: bool = True,
+        start: bool = True,
+    ) -> MessageStore:
+        """Open (or create) the store at ``path``: lock, load, recover and (by default) start."""
+        path = os.fspath(path)
+        if os.path.exists(path) and not os.path.isdir(path):
+            raise NotAStore(path, "not a directory")
+        config = (config or MessageStoreConfig()).with_(store_path_root_dir=path)
+        store = cls(config, clock=clock, bus=bus, threaded=threaded)
+        try:
+            if not store.load():
+                raise NotAStore(path, f"cannot load store: {store.load_error}")
+            if start:
+                store.start()
+        except BaseException:
+            store._release()
+            raise
+        return store
+
+    def services(self) -> list[Service]:
+        """Services in the order ``step()`` runs them."""
+        out: list[Service] = [self.reput]
+        if self.commit_service is not None:
+            out.append(self.commit_service)
+        if self.group_commit is not None:
+            out.append(self.group_commit)
+        if self.flush_commit_log is not None:
+            out.append(self.flush_commit_log)
+        out.append(self.flush_consume_queue)
+        out.append(self.stats)
+        return out
+
+    def load(self) -> bool:
+        self.load_error = ""
+        self.last_exit_ok = not self.abort_file.exists()
+        if not self.commit_log.load():
+            self.load_error = f"commit log: {getattr(self.commit_log.mapped_file_queue, 'load_error', '')}"
+            return False
+        if not self.consume_queue_store.load():
+            self.load_error = "consume queues failed to load"
+            return False
+        if not self.index_service.load(self.last_exit_ok):
+            self.load_error = "index files failed to load"
+            return False
+        self.recovery_plan = self._recover(self.last_exit_ok)
+        self.loaded = True
+        return True
+
+    def start(self) -> None:
+        """Dispatch everything recovery left behind, then start the services and mark ``abort``."""
+        cq_max = self.consume_queue_store.get_max_phy_offset_in_consume_queue()
+        reput_from = cq_max
+        min_offset = self.commit_log.get_min_offset()
+        if reput_from < min_offset:
+            reput_from = min_offset
+        self.reput.reput_from_offset = max(0, reput_from)
+        while self.reput.dispatch_behind_bytes() > 0 and self.reput.run_once() > 0:
+            pass
+        self._recover_topic_queue_table()
+        if self.threaded:
+            self.allocate_service.start()
+        self.runner.start(self.services())
+        self.abort_file.create()
+        self.started = True
+
+    def step(self, *, flush: bool = True) -> dict[str, Any]:
+        """Run every service once (stepped mode), in order; returns what each did."""
+        done: dict[str, Any] = {}
+        self._check_open()
+        if not self.threaded:
+            while self.allocate_service.run_once():
+                pass
+        for service in self.services():
+            if not flush and service.name.startswith("flush"):
+                continue
+            done[service.name] = service.run_once()
+        return done
+
+    def shutdown(self) -> None:
+        """Stop services, flush everything, write the checkpoint, remove ``abort`` if clean."""
+        if self.is_shutdown:
+            return
+        self.is_shutdown = True
+        self.commit_log.writeable = False
+        self.commit_log.not_writeable_reason = "store is shut down"
+        try:
+            if self.started:
+                self.runner.shutdown()
+                while self.reput.dispatch_behind_bytes() > 0 and self.reput.run_once() > 0:
+                    pass
+                if self.commit_service is not None:
+                    self.commit_service.shutdown()
+                if self.flush_commit_log is not None:
+                    self.flush_commit_log.shutdown()
+                if self.group_commit is not None:
+                    self.group_commit.shutdown()
+                self.flush_consume_queue.shutdown()
+                self.allocate_service.shutdown()
+                self.index_service.shutdown()
+            self.commit_log.shutdown()
+            self.consume_queue_store.shutdown()
+            self.checkpoint.shutdown()
+            if self.started and self.reput.dispatch_behind_bytes() == 0:
+                self.abort_file.remove()
+        finally:
+            if self.transient_store_pool is not None:
+                self.transient_store_pool.destroy()
+            self._release()
+
+    def _release(self) -> None:
+        self._lock.release()
+
+    def destroy(self) -> None:
+        """Delete every file of the store (after shutdown)."""
+        self.shutdown()
+        self.commit_log.destroy()
+        self.consume_queue_store.destroy()
+        self.index_service.destroy()
+        for name in ("checkpoint", "abort", "lock"):
+            try:
+                os.remove(os.path.join(self.root, name))
+            except FileNotFoundError:
+                pass
+
+    def __enter__(self) -> MessageStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def _check_open(self) -> None:
+        if self.is_shutdown:
+            raise RmqlabError(f"{self.root}: store is shut down")
+
+    # ------------------------------------------------------------------ recovery
+    def _commit_log_views(self) -> list[CommitLogFileView]:
+        return [
+            CommitLogFileView(mf.name, mf.file_from_offset, mf.buffer)
+            for mf in self.commit_log.mapped_file_queue.mapped_files
+        ]
+
+    def _recover(self, last_exit_ok: bool) -> RecoveryPlan:
+        cq_max = self.consume_queue_store.recover()
+        plan = plan_recovery(
+            self._commit_log_views(),
+            self.config.mapped_file_size_commit_log,
+            last_exit_ok=last_exit_ok,
+            max_phy_offset_of_consume_queue=cq_max,
+            checkpoint=self.checkpoint.snapshot(),
+            config=self.config,
+        )
+        self._apply_recovery(plan)
+        if self.bus.active:
+            for step in plan.steps:
+                self.bus.publish(step)
+        self._recover_topic_queue_table()
+        return plan
+
+    def _apply_recovery(self, plan: RecoveryPlan) -> None:
+        mfq = self.commit_log.mapped_file_queue
+        if plan.mode == "empty":
+            mfq.flushed_where = 0
+            mfq.committed_where = 0
+            self.consume_queue_store.destroy()
+            return
+        if plan.dispatch_from is not None:
+            # 4.9.8 quirk (spec §2.10): the delay level table is not parsed yet at this point.
+            self._dispatch_range(plan.dispatch_from, plan.process_offset, -1, quirk_no_delay=self.config.is_v4)
+        elif plan.dispatch_above >= 0 or (not self.config.is_v4 and plan.mode == "normal"):
+            self._dispatch_range(mfq.mapped_files[plan.start_index].file_from_offset, plan.process_offset,
+                                 plan.dispatch_above, quirk_no_delay=False)
+        mfq.flushed_where = plan.process_offset
+        mfq.committed_where = plan.process_offset
+        if self.config.is_v4:
+            mfq.truncate_dirty_files(plan.process_offset)
+            if plan.truncate_consume_queues:
+                self.consume_queue_store.truncate_dirty_logic_files(plan.process_offset)
+        else:
+            if plan.truncate_consume_queues:
+                self.consume_queue_store.truncate_dirty_logic_files(plan.process_offset)
+            mfq.truncate_dirty_files(plan.process_offset)
+            self.commit_log.confirm_offset = plan.last_valid_offset
+
+    def _dispatch_range(self, start: int, end: int, above: int, *, quirk_no_delay: bool) -> None:
+        """Re-dispatch every valid record in [start, end) whose offset is > ``above``."""
+        table = {} if quirk_no_delay else self.config.delay_level_table
+        max_level = max(table, default=0)
+        size_cl = self.config.mapped_file_size_commit_log
+        for mf in self.commit_log.mapped_file_queue.mapped_files:
+            base = mf.file_from_offset
+            if base + size_cl <= start or base >= end:
+                continue
+            buf = mf.buffer
+            pos = max(0, start - base)
+            limit = min(size_cl, end - base)
+            while pos < limit:
+                size, ok, req = check_message_and_return_size(
+                    buf, pos, check_crc=False, read_body=False, rocketmq_version=self.config.rocketmq_version,
+                    delay_level_table=table, max_delay_level=max_level,
+                )
+                if not ok or size <= 0 or req is None:
+                    break
+                if base + pos > above:
+                    self.reput.do_dispatch(req)
+                pos += size
+
+    def _recover_topic_queue_table(self) -> None:
+        min_phy = self.commit_log.get_min_offset()
+        self.commit_log.topic_queue_table = self.consume_queue_store.recover_topic_queue_table(min_phy)
+
+    # ------------------------------------------------------------------ writing
+    def put_message(self, msg: Message) -> PutMessageResult:
+        """Append one message (and, in SYNC_FLUSH mode, wait until it is on disk)."""
+        started = time.perf_counter_ns()
+        if self.is_shutdown or not self.started:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason="store is not running")
+        result = self.commit_log.put_message(msg)
+        if result.ok:
+            result = self._after_put(result)
+        self.stats.record_put(result.ok, result.wrote_bytes, 1, started)
+        return result
+
+    def put_messages(self, msgs: Sequence[Message]) -> PutMessageResult:
+        """Append a batch of messages of one topic and queue."""
+        started = time.perf_counter_ns()
+        if self.is_shutdown or not self.started:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason="store is not running")
+        result = self.commit_log.put_messages(msgs)
+        if result.ok:
+            result = self._after_put(result)
+        self.stats.record_put(result.ok, result.wrote_bytes, len(msgs), started)
+        return result
+
+    def _after_put(self, result: PutMessageResult) -> PutMessageResult:
+        if self.group_commit is not None:
+            req = GroupCommitRequest(result.wrote_offset + result.wrote_bytes)
+            self.group_commit.put_request(req)
+            if self.threaded:
+                self.runner.wakeup("group_commit")
+                status = req.wait(self.config.sync_flush_timeout)
+            else:
+                self.group_commit.run_once()
+                status = req.status
+            if status is not PutMessageStatus.PUT_OK:
+                return PutMessageResult(status, result.append_result, reason="flush did not finish in time")
+        elif self.commit_service is not None and self.config.wake_commit_when_put_message:
+            self.runner.wakeup("commit_commit_log")
+        return result
+
+    # ------------------------------------------------------------------ offsets
+    def get_max_phy_offset(self) -> int:
+        return self.commit_log.get_max_offset()
+
+    def get_min_phy_offset(self) -> int:
+        return self.commit_log.get_min_offset()
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queue_store.find_consume_queue(topic, queue_id, create=False)
+        return cq.get_max_offset_in_queue() if cq is not None else 0
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queue_store.find_consume_queue(topic, queue_id, create=False)
+        return cq.get_min_offset_in_queue() if cq is not None else -1
+
+    def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, consume_queue_offset: int) -> int:
+        cq = self.consume_queue_store.find_consume_queue(topic, queue_id, create=False)
+        unit = cq.get_unit(consume_queue_offset) if cq is not None else None
+        return unit[0] if unit is not None else 0
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int, boundary: str = "LOWER") -> int:
+        cq = self.consume_queue_store.find_consume_queue(topic, queue_id, create=False)
+        if cq is None:
+            return 0
+        return cq.get_offset_in_queue_by_time(
+            timestamp,
+            commit_log_min_offset=self.commit_log.get_min_offset(),
+            pickup_store_timestamp=self.commit_log.pickup_store_timestamp,
+            boundary=boundary,
+        )
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, consume_queue_offset: int) -> int:
+        cq = self.consume_queue_store.find_consume_queue(topic, queue_id, create=False)
+        unit = cq.get_unit(consume_queue_offset) if cq is not None else None
+        if unit is None:
+            return -1
+        return self.commit_log.pickup_store_timestamp(unit[0], unit[1])
+
+    def get_earliest_message_time(self, topic: str | None = None, queue_id: int = 0) -> int:
+        """Store time of the oldest message (of one queue when ``topic`` is given); -1 if none."""
+        if topic is None:
+            first = self.commit_log.get_min_offset()
+            sel = self.commit_log.get_data(first, True) if first >= 0 else None
+            if sel is None:
+                return -1
+            try:
+                rec = decode_message(sel.buffer, 0)
+                return rec.store_timestamp if isinstance(rec, MessageRecord) else -1
+            finally:
+                sel.release()
+        return self.get_message_store_timestamp(topic, queue_id, self.get_min_offset_in_queue(topic, queue_id))
+
+    def dispatch_behind_bytes(self) -> int:
+        return self.reput.dispatch_behind_bytes()
+
+    def wait_dispatched(self, timeout_s: float = 10.0) -> bool:
+        """Block until reput has caught up with the CommitLog (stepped mode: dispatch now)."""
+        if not self.threaded:
+            while self.reput.dispatch_behind_bytes() > 0 and self.reput.run_once() > 0:
+                pass
+            return self.reput.dispatch_behind_bytes() == 0
+        deadline = time.monotonic() + timeout_s
+        while self.reput.dispatch_behind_bytes() > 0:
+            if time.monotonic() > deadline:
+                return False
+            self.runner.wakeup("reput")
+            time.sleep(0.001)
+        return True
+
+    def flush(self) -> int:
+        """Commit and flush the CommitLog and consume queues now; returns the flushed offset."""
+        mfq = self.commit_log.mapped_file_queue
+        if self.transient_store_pool is not None:
+            while not mfq.commit(0):
+                pass
+        while not mfq.flush(0):
+            pass
+        self.consume_queue_store.flush(0)
+        return mfq.flushed_where
+
+    # ------------------------------------------------------------------ reading
+    def look_message_by_offset(self, commit_log_offset: int, size: int | None = None) -> MessageRecord | None:
+        """Decode the message at a CommitLog offset (None if nothing is there)."""
+        if size is None:
+            sel = self.commit_log.get_message(commit_log_offset, 4)
+            if sel is None:
+                return None
+            try:
+                size = int.from_bytes(sel.buffer[:4], "big", signed=True)
+            finally:
+                sel.release()
+            if size <= 0:
+                return None
+        sel = self.commit_log.get_message(commit_log_offset, size)
+        if sel is None:
+            return None
+        try:
+            rec = decode_message(sel.buffer, 0)
+        except RmqlabError:
+            return None
+        finally:
+            sel.release()
+        return rec if isinstance(rec, MessageRecord) else None
+
+    def _check_in_disk(self, offset_py: int, max_offset_py: int) -> bool:
+        memory = _total_physical_memory() * (self.config.access_message_in_memory_max_ratio / 100.0)
+        return (max_offset_py - offset_py) > memory
+
+    def _is_the_batch_full(self, size_py: int, max_msg_nums: int, buffer_total: int, message_total: int,
+                           in_disk: bool) -> bool:
+        c = self.config
+        if buffer_total == 0 or message_total == 0:
+            return False
+        if max_msg_nums <= message_total:
+            return True
+        if in_disk:
+            return (buffer_total + size_py > c.max_transfer_bytes_on_message_in_disk
+                    or message_total > c.max_transfer_count_on_message_in_disk - 1)
+        return (buffer_total + size_py > c.max_transfer_bytes_on_message_in_memory
+                or message_total > c.max_transfer_count_on_message_in_memory - 1)
+
+    def _correct(self, old: int, new: int) -> int:
+        if self.config.broker_role == "SLAVE" and not self.config.offset_check_in_slave:
+            return old
+        return new
+
+    def get_message(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int,
+        message_filter: MessageFilter | None = None,
+    ) -> GetMessageResult:
+        """Up to ``max_msg_nums`` messages from ``offset`` of a queue, RocketMQ 4.9.8's rules.
+
+        Messages are zero-copy views; call ``result.release()`` (or use ``with``) when done.
+        """
+        self._check_open()
+        status = GetMessageStatus.NO_MESSAGE_IN_QUEUE
+        next_begin = offset
+        min_offset = max_offset = 0
+        result = GetMessageResult(status)
+        max_offset_py = self.commit_log.get_max_offset()
+        # RocketMQ creates the queue object on demand (no files), hence NO_MESSAGE_IN_QUEUE.
+        cq = self.consume_queue_store.find_consume_queue(topic, queue_id, create=True)
+        if cq is None:
+            status = GetMessageStatus.NO_MATCHED_LOGIC_QUEUE
+            next_begin = self._correct(offset, 0)
+        else:
+            min_offset = cq.get_min_offset_in_queue()
+            max_offset = cq.get_max_offset_in_queue()
+            if max_offset == 0:
+                status, next_begin = GetMessageStatus.NO_MESSAGE_IN_QUEUE, self._correct(offset, 0)
+            elif offset < min_offset:
+                status, next_begin = GetMessageStatus.OFFSET_TOO_SMALL, self._correct(offset, min_offset)
+            elif offset == max_offset:
+                status, next_begin = GetMessageStatus.OFFSET_OVERFLOW_ONE, self._correct(offset, offset)
+            elif offset > max_offset:
+                status, next_begin = GetMessageStatus.OFFSET_OVERFLOW_BADLY, self._correct(offset, max_offset)
+            else:
+                status, next_begin = self._scan(cq, offset, max_msg_nums, message_filter, max_offset_py, result)
+        result.status = status
+        result.next_begin_offset = next_begin
+        result.min_offset = min_offset
+        result.max_offset = max_offset
+        self.stats.record_get(len(result.messages))
+        return result
+
+    def _scan(self, cq: Any, offset: int, max_msg_nums: int, message_filter: MessageFilter | None,
+              max_offset_py: int, result: GetMessageResult) -> tuple[GetMessageStatus, int]:
+        sel_cq = cq.get_index_buffer(offset)
+        if sel_cq is None:
+            return GetMessageStatus.OFFSET_FOUND_NULL, self._correct(offset, cq.roll_next_file(offset))
+        status = GetMessageStatus.NO_MATCHED_MESSAGE
+        next_phy_file_start = _LONG_MIN
+        max_phy_pulling = 0
+        max_filter = max(16000, max_msg_nums * _CQ_UNIT)
+        try:
+            buf = sel_cq.buffer
+            size_cq = sel_cq.size
+            i = 0
+            while i < size_cq and i < max_filter:
+                off_py = int.from_bytes(buf[i : i + 8], "big", signed=True)
+                size_py = int.from_bytes(buf[i + 8 : i + 12], "big", signed=True)
+                tags_code = int.from_bytes(buf[i + 12 : i + 20], "big", signed=True)
+                max_phy_pulling = off_py
+                if next_phy_file_start != _LONG_MIN and off_py < next_phy_file_start:
+                    i += _CQ_UNIT
+                    continue
+                in_disk = self._check_in_disk(off_py, max_offset_py)
+                if self._is_the_batch_full(size_py, max_msg_nums, result.buffer_total_size,
+                                           len(result.messages), in_disk):
+                    break
+                if message_filter is not None and not message_filter.is_matched_by_consume_queue(tags_code):
+                    result.filtered_count += 1
+                    if not result.messages:
+                        status = GetMessageStatus.NO_MATCHED_MESSAGE
+                    i += _CQ_UNIT
+                    continue
+                sel = self.commit_log.get_message(off_py, size_py)
+                if sel is None:
+                    if not result.messages:
+                        status = GetMessageStatus.MESSAGE_WAS_REMOVING
+                    next_phy_file_start = self.commit_log.roll_next_file(off_py)
+                    i += _CQ_UNIT
+                    continue
+                if message_filter is not None and not message_filter.is_matched_by_commit_log(sel.buffer):
+                    sel.release()
+                    if not result.messages:
+                        status = GetMessageStatus.NO_MATCHED_MESSAGE
+                    i += _CQ_UNIT
+                    continue
+                result.messages.append(StoredMessage(sel, sel.buffer, off_py, size_py))
+                result.buffer_total_size += size_py
+                status = GetMessageStatus.FOUND
+                next_phy_file_start = _LONG_MIN
+                i += _CQ_UNIT
+        finally:
+            sel_cq.release()
+        diff = max_offset_py - max_phy_pulling
+        memory = _total_physical_memory() * (self.config.access_message_in_memory_max_ratio / 100.0)
+        result.suggest_pulling_from_slave = diff > memory
+        return status, offset + i // _CQ_UNIT
+
+    def query_message(self, topic: str, key: str, max_num: int = 32, begin: int = 0,
+                      end: int = _LONG_MAX) -> QueryMessageResult:
+        """Messages indexed under ``topic#key`` (4.9.8's ``queryMessage``), keys checked exactly.
+
+        ``phy_offsets`` are RocketMQ's answer (hash matches, sorted, duplicates kept, capped);
+        ``messages`` only those whose topic is ``topic`` and whose keys or uniq key is ``key``.
+        """
+        self._check_open()
+        last_query_msg_time = end
+        phy_offsets: list[int] = []
+        messages: list[MessageRecord] = []
+        discarded = 0
+        ts = po = 0
+        for _ in range(3):
+            r = self.index_service.query_offset(topic, key, max_num, begin, last_query_msg_time)
+            if not r.phy_offsets:
+                break
+            offsets = sorted(r.phy_offsets)
+            ts, po = r.index_last_update_timestamp, r.index_last_update_phyoffset
+            phy_offsets = offsets
+            found_any = False
+            for m, off in enumerate(offsets):
+                rec = self.look_message_by_offset(off)
+                if rec is None:
+                    continue
+                if m == 0:
+                    last_query_msg_time = rec.store_timestamp
+                found_any = True
+                if rec.topic == topic and (key in rec.keys or key == rec.uniq_key):
+                    messages.append(rec)
+                else:
+                    discarded += 1
+            if found_any:
+                break
+            if last_query_msg_time < begin:
+                break
+        return QueryMessageResult(phy_offsets, messages, discarded, ts, po)
+
+    def store_stats(self) -> StoreStats:
+        return self.stats.snapshot()
+
+    def status(self) -> StoreStatus:
+        return StoreStatus(self.loaded, self.started, self.is_shutdown, self.commit_log.writeable, self.last_exit_ok)
+
+
+

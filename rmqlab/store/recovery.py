@@ -1,0 +1,290 @@
+"""Recovery at load (spec §6): decide where the CommitLog's valid data ends, then cut there.
+
+``plan_recovery`` is pure: given the CommitLog files' bytes, the consume queues' max physical
+offset and the checkpoint, it returns a ``RecoveryPlan`` saying which file the walk starts from
+and why, every decision on the way, where it stopped and why, and what will be truncated or
+deleted. ``apply_recovery`` carries a plan out on a live store. The CLI's ``recover --dry-run``,
+the widgets and the engine all use the same plan, so what is explained is exactly what is done.
+
+Normal recovery (clean shutdown): 4.9.8 starts at the third-from-last file, 5.3.3 at the last
+file starting at or below the consume queues' max physical offset. Abnormal recovery (``abort``
+present): the newest file whose first record's store time is <= the checkpoint's min timestamp
+(index-safe: min timestamp index), every record from there re-dispatched to CQ and index.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from rmqlab.codec import flags
+from rmqlab.codec.checkpoint import Checkpoint
+from rmqlab.codec.message import store_timestamp_position
+from rmqlab.codec.walk import check_message_and_return_size
+from rmqlab.config import MessageStoreConfig
+from rmqlab.events import RecoveryStep
+
+__all__ = ["CommitLogFileView", "RecoveryPlan", "StartCandidate", "plan_recovery"]
+
+_INT = struct.Struct(">i")
+_LONG = struct.Struct(">q")
+
+
+@dataclass(frozen=True)
+class CommitLogFileView:
+    """What recovery needs of one CommitLog file: its name, start offset and bytes."""
+
+    name: str
+    file_from_offset: int
+    buffer: memoryview | bytes
+
+
+@dataclass(frozen=True)
+class StartCandidate:
+    """Abnormal recovery's test of one file's first record (newest file first)."""
+
+    file: str
+    magic_ok: bool
+    store_timestamp: int
+    threshold: int
+    matched: bool
+    reason: str
+
+
+@dataclass
+class RecoveryPlan:
+    mode: str  # "normal" | "abnormal" | "empty"
+    rocketmq_version: str
+    max_phy_offset_of_consume_queue: int
+    checkpoint: Checkpoint
+    start_file: str | None = None
+    start_index: int = 0
+    start_reason: str = ""
+    candidates: list[StartCandidate] = field(default_factory=list)
+    records_checked: int = 0
+    bytes_checked: int = 0
+    process_offset: int = 0  # end of the valid data: the new max physical offset
+    last_valid_offset: int = -1  # start offset of the last valid record (5.x confirm offset)
+    stop_file: str | None = None
+    stop_offset: int = 0
+    stop_reason: str = ""
+    dispatch_from: int | None = None  # re-dispatch valid records from here (None: none)
+    dispatch_above: int = -1  # 5.x normal recovery: only records past the CQ max offset
+    files_to_delete: list[str] = field(default_factory=list)
+    truncate_file: str | None = None
+    truncate_position: int | None = None
+    truncate_consume_queues: bool = False
+    destroy_consume_queues: bool = False
+    steps: list[RecoveryStep] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def step(self, phase: str, file: str, offset: int, decision: str, reason: str = "") -> None:
+        self.steps.append(RecoveryStep(phase, file, offset, decision, reason))
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "mode": self.mode,
+            "rocketmq_version": self.rocketmq_version,
+            "max_phy_offset_of_consume_queue": self.max_phy_offset_of_consume_queue,
+            "checkpoint": {
+                "physic_msg_timestamp": self.checkpoint.physic_msg_timestamp,
+                "logics_msg_timestamp": self.checkpoint.logics_msg_timestamp,
+                "index_msg_timestamp": self.checkpoint.index_msg_timestamp,
+                "min_timestamp": self.checkpoint.min_timestamp,
+                "min_timestamp_index": self.checkpoint.min_timestamp_index,
+            },
+            "start_file": self.start_file,
+            "start_reason": self.start_reason,
+            "candidates": [c.__dict__ for c in self.candidates],
+            "records_checked": self.records_checked,
+            "bytes_checked": self.bytes_checked,
+            "process_offset": self.process_offset,
+            "last_valid_offset": self.last_valid_offset,
+            "stop_file": self.stop_file,
+            "stop_offset": self.stop_offset,
+            "stop_reason": self.stop_reason,
+            "dispatch_from": self.dispatch_from,
+            "files_to_delete": list(self.files_to_delete),
+            "truncate_file": self.truncate_file,
+            "truncate_position": self.truncate_position,
+            "truncate_consume_queues": self.truncate_consume_queues,
+            "destroy_consume_queues": self.destroy_consume_queues,
+            "steps": [s.__dict__ if hasattr(s, "__dict__") else _step_dict(s) for s in self.steps],
+            "notes": list(self.notes),
+        }
+
+
+def _step_dict(s: RecoveryStep) -> dict[str, object]:
+    return {"phase": s.phase, "file": s.file, "offset": s.offset, "decision": s.decision, "reason": s.reason}
+
+
+def _first_record_candidate(
+    view: CommitLogFileView, checkpoint: Checkpoint, config: MessageStoreConfig
+) -> StartCandidate:
+    """``isMappedFileMatchedRecover`` (4.9.8 / 5.3.3, file-based CQ)."""
+    buf = view.buffer
+    index_safe = config.message_index_enable and config.message_index_safe
+    threshold = checkpoint.min_timestamp_index if index_safe else checkpoint.min_timestamp
+    if len(buf) < 8:
+        return StartCandidate(view.name, False, 0, threshold, False, "file shorter than a record header")
+    magic = _INT.unpack_from(buf, 4)[0]
+    magic_ok = magic == flags.MESSAGE_MAGIC_CODE_V1 or (
+        not config.is_v4 and magic == flags.MESSAGE_MAGIC_CODE_V2
+    )
+    if not magic_ok:
+        return StartCandidate(view.name, False, 0, threshold, False, f"first record magic {magic & 0xFFFFFFFF:#010x}")
+    sys_flag = _INT.unpack_from(buf, 36)[0]
+    ts = _LONG.unpack_from(buf, store_timestamp_position(sys_flag))[0]
+    if ts == 0:
+        return StartCandidate(view.name, True, 0, threshold, False, "first record store timestamp is 0")
+    which = "min_timestamp_index" if index_safe else "min_timestamp"
+    if ts <= threshold:
+        return StartCandidate(view.name, True, ts, threshold, True, f"store time {ts} <= checkpoint {which} {threshold}")
+    return StartCandidate(view.name, True, ts, threshold, False, f"store time {ts} > checkpoint {which} {threshold}")
+
+
+def _normal_start(files: Sequence[CommitLogFileView], cq_max: int, plan: RecoveryPlan, v4: bool) -> int:
+    n = len(files)
+    if v4:
+        plan.start_reason = "4.9.8 normal recovery starts at the third-from-last file"
+        return max(0, n - 3)
+    for i in range(n - 1, 0, -1):
+        if files[i].file_from_offset <= cq_max:
+            plan.start_reason = f"last file starting at or below the consume queues' max offset {cq_max}"
+            return i
+    plan.start_reason = "no later file starts below the consume queues' max offset: first file"
+    return 0
+
+
+def plan_recovery(
+    files: Sequence[CommitLogFileView],
+    file_size: int,
+    *,
+    last_exit_ok: bool,
+    max_phy_offset_of_consume_queue: int,
+    checkpoint: Checkpoint,
+    config: MessageStoreConfig,
+) -> RecoveryPlan:
+    """Compute what recovery will do, without changing anything."""
+    v4 = config.is_v4
+    plan = RecoveryPlan(
+        mode="normal" if last_exit_ok else "abnormal",
+        rocketmq_version=config.rocketmq_version,
+        max_phy_offset_of_consume_queue=max_phy_offset_of_consume_queue,
+        checkpoint=checkpoint,
+    )
+    if not files:
+        plan.mode = "empty"
+        plan.destroy_consume_queues = True
+        plan.step("start_file", "", 0, "no commit log files", "every consume queue is destroyed")
+        return plan
+
+    if last_exit_ok:
+        index = _normal_start(files, max_phy_offset_of_consume_queue, plan, v4)
+    else:
+        index = -1
+        for i in range(len(files) - 1, -1, -1):
+            cand = _first_record_candidate(files[i], checkpoint, config)
+            plan.candidates.append(cand)
+            plan.step("start_file", cand.file, files[i].file_from_offset,
+                      "start here" if cand.matched else "skip", cand.reason)
+            if cand.matched:
+                index = i
+                break
+        if index < 0:
+            index = 0
+            plan.start_reason = "no file's first record is old enough: start at the first file"
+        else:
+            plan.start_reason = plan.candidates[-1].reason
+        plan.dispatch_from = files[index].file_from_offset
+    plan.start_index = index
+    plan.start_file = files[index].name
+    plan.step("start_file", files[index].name, files[index].file_from_offset, "walk from here", plan.start_reason)
+    if last_exit_ok and not v4:
+        plan.dispatch_above = max_phy_offset_of_consume_queue
+
+    _walk(files, index, plan, config)
+
+    offset = plan.process_offset
+    for view in files:
+        if view.file_from_offset + file_size > offset:
+            if offset >= view.file_from_offset:
+                plan.truncate_file = view.name
+                plan.truncate_position = offset - view.file_from_offset
+            else:
+                plan.files_to_delete.append(view.name)
+                plan.step("truncate", view.name, view.file_from_offset, "delete file", "starts after the end of the valid data")
+    if plan.truncate_file is not None:
+        plan.step("truncate", plan.truncate_file, offset, f"set positions to {plan.truncate_position}",
+                  "end of the valid data")
+    plan.truncate_consume_queues = max_phy_offset_of_consume_queue >= offset
+    if plan.truncate_consume_queues:
+        plan.step("consume_queue", "", offset, "truncate consume queues",
+                  f"their max physical offset {max_phy_offset_of_consume_queue} >= {offset}")
+    return plan
+
+
+def _walk(files: Sequence[CommitLogFileView], index: int, plan: RecoveryPlan, config: MessageStoreConfig) -> None:
+    """The record walk shared by both modes: stops at the first record that fails a check."""
+    check_crc = config.check_crc_on_recover
+    version = config.rocketmq_version
+    view = files[index]
+    buf = view.buffer
+    pos = 0
+    while True:
+        if len(buf) - pos < 8 and pos < len(buf):
+            size, ok = -1, False
+            reason = "fewer than 8 bytes left in the file"
+        elif pos >= len(buf):
+            size, ok, reason = -1, False, "end of a short file"
+        else:
+            size, ok, _req = check_message_and_return_size(buf, pos, check_crc=check_crc, read_body=True,
+                                                           rocketmq_version=version)
+            reason = ""
+        if ok and size > 0:
+            plan.last_valid_offset = view.file_from_offset + pos
+            plan.records_checked += 1
+            plan.bytes_checked += size
+            pos += size
+            continue
+        if ok and size == 0:
+            plan.step("record", view.name, view.file_from_offset + pos, "blank record: next file", "end of file")
+            index += 1
+            if index >= len(files):
+                plan.stop_file, plan.stop_offset = view.name, view.file_from_offset + pos
+                plan.stop_reason = "blank record in the last file"
+                pos = len(buf) if len(buf) else pos
+                # RocketMQ: processOffset stays at this file's start + position of the blank
+                break
+            view = files[index]
+            buf = view.buffer
+            pos = 0
+            continue
+        plan.stop_file, plan.stop_offset = view.name, view.file_from_offset + pos
+        plan.stop_reason = reason or _why_bad(buf, pos, size, check_crc, version)
+        plan.step("record", view.name, view.file_from_offset + pos, "stop", plan.stop_reason)
+        break
+    if plan.stop_reason == "blank record in the last file":
+        plan.process_offset = plan.stop_offset
+    else:
+        plan.process_offset = view.file_from_offset + pos
+
+
+def _why_bad(buf: memoryview | bytes, pos: int, size: int, check_crc: bool, version: str) -> str:
+    """Name the check a record failed (zeros = the normal end of the log)."""
+    total = _INT.unpack_from(buf, pos)[0]
+    magic = _INT.unpack_from(buf, pos + 4)[0]
+    if total == 0 and magic == 0:
+        return "end of data (zeros)"
+    if magic not in (flags.MESSAGE_MAGIC_CODE_V1, flags.MESSAGE_MAGIC_CODE_V2):
+        return f"bad magic {magic & 0xFFFFFFFF:#010x}"
+    if magic == flags.MESSAGE_MAGIC_CODE_V2 and version.startswith("4."):
+        return "V2 magic, which 4.9.8 does not accept"
+    if size > 0:
+        return f"total size {total} does not match the recomputed length (half message)"
+    if total <= 0 or pos + total > len(buf):
+        return f"total size {total} runs past the end of the file (torn record)"
+    if check_crc:
+        return "body CRC mismatch or unreadable fields"
+    return "unreadable fields"

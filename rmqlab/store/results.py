@@ -1,0 +1,196 @@
+"""Result types of the store API, with RocketMQ's enum member names.
+
+``PutMessageStatus``, ``AppendMessageStatus`` and ``GetMessageStatus`` keep the Java names so a
+reader of RocketMQ's code or logs recognises every value. Results are frozen dataclasses except
+``GetMessageResult``, whose messages are lazy views over mapped CommitLog bytes.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from rmqlab.codec.message import MessageRecord, decode_message
+
+if TYPE_CHECKING:
+    from rmqlab.files.mapped_file import SelectMappedBufferResult
+
+__all__ = [
+    "AppendMessageResult",
+    "AppendMessageStatus",
+    "GetMessageResult",
+    "GetMessageStatus",
+    "PutMessageResult",
+    "PutMessageStatus",
+    "QueryMessageResult",
+    "StoredMessage",
+]
+
+
+class PutMessageStatus(enum.Enum):
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+    CREATE_MAPEDFILE_FAILED = "CREATE_MAPEDFILE_FAILED"
+    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
+    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    OS_PAGECACHE_BUSY = "OS_PAGECACHE_BUSY"
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
+    LMQ_CONSUME_QUEUE_NUM_EXCEEDED = "LMQ_CONSUME_QUEUE_NUM_EXCEEDED"
+
+    @property
+    def ok(self) -> bool:
+        return self is PutMessageStatus.PUT_OK
+
+
+class AppendMessageStatus(enum.Enum):
+    PUT_OK = "PUT_OK"
+    END_OF_FILE = "END_OF_FILE"
+    MESSAGE_SIZE_EXCEEDED = "MESSAGE_SIZE_EXCEEDED"
+    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
+
+
+class GetMessageStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+    OFFSET_RESET = "OFFSET_RESET"
+
+
+@dataclass(frozen=True, slots=True)
+class AppendMessageResult:
+    status: AppendMessageStatus
+    wrote_offset: int = 0
+    wrote_bytes: int = 0
+    msg_id: str = ""
+    store_timestamp: int = 0
+    logics_offset: int = 0
+    msg_num: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class PutMessageResult:
+    """What ``put_message`` returns: status plus where the message went.
+
+    For a batch, ``msg_id`` is the comma-joined list (as RocketMQ) and ``queue_offset`` the
+    first message's queue offset.
+    """
+
+    status: PutMessageStatus
+    append_result: AppendMessageResult | None = None
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status is PutMessageStatus.PUT_OK
+
+    @property
+    def msg_id(self) -> str:
+        return self.append_result.msg_id if self.append_result else ""
+
+    @property
+    def wrote_offset(self) -> int:
+        return self.append_result.wrote_offset if self.append_result else -1
+
+    @property
+    def wrote_bytes(self) -> int:
+        return self.append_result.wrote_bytes if self.append_result else 0
+
+    @property
+    def queue_offset(self) -> int:
+        return self.append_result.logics_offset if self.append_result else -1
+
+    @property
+    def store_timestamp(self) -> int:
+        return self.append_result.store_timestamp if self.append_result else 0
+
+
+class StoredMessage:
+    """One message returned by ``get_message``: a zero-copy view, decoded on first attribute use.
+
+    ``buffer`` is a memoryview into the mapped CommitLog file (valid until ``release()``; the
+    owning ``GetMessageResult.release()`` releases all). Any ``MessageRecord`` attribute
+    (``topic``, ``body``, ``tags``, ``queue_offset`` ...) decodes the record once and caches it.
+    """
+
+    __slots__ = ("_record", "_selection", "buffer", "commit_log_offset", "size")
+
+    def __init__(self, selection: SelectMappedBufferResult | None, buffer: memoryview,
+                 commit_log_offset: int, size: int) -> None:
+        self._selection = selection
+        self.buffer = buffer
+        self.commit_log_offset = commit_log_offset
+        self.size = size
+        self._record: MessageRecord | None = None
+
+    def decode(self) -> MessageRecord:
+        if self._record is None:
+            rec = decode_message(self.buffer, 0)
+            if not isinstance(rec, MessageRecord):
+                raise TypeError(f"no message at commit log offset {self.commit_log_offset}")
+            self._record = rec
+        return self._record
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.decode(), name)
+
+    def release(self) -> None:
+        if self._selection is not None:
+            self._selection.release()
+            self._selection = None
+
+    def __repr__(self) -> str:
+        return f"StoredMessage(commit_log_offset={self.commit_log_offset}, size={self.size})"
+
+
+@dataclass
+class GetMessageResult:
+    status: GetMessageStatus
+    next_begin_offset: int = 0
+    min_offset: int = 0
+    max_offset: int = 0
+    messages: list[StoredMessage] = field(default_factory=list)
+    buffer_total_size: int = 0
+    suggest_pulling_from_slave: bool = False
+    filtered_count: int = 0  # units skipped by the tag filter (rmqlab extra)
+
+    @property
+    def message_count(self) -> int:
+        return len(self.messages)
+
+    @property
+    def commit_log_offsets(self) -> list[int]:
+        return [m.commit_log_offset for m in self.messages]
+
+    def release(self) -> None:
+        for m in self.messages:
+            m.release()
+
+    def __enter__(self) -> GetMessageResult:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+@dataclass(frozen=True)
+class QueryMessageResult:
+    """``query_message``: ``phy_offsets`` exactly as RocketMQ's store returns them (same order,
+    duplicates and cap); ``messages`` only those whose topic and keys really match (RocketMQ
+    leaves that check, issue 3613, to the client); ``collisions_discarded`` counts the rest."""
+
+    phy_offsets: list[int]
+    messages: list[MessageRecord]
+    collisions_discarded: int
+    index_last_update_timestamp: int
+    index_last_update_phyoffset: int

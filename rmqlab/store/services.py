@@ -1,0 +1,99 @@
+"""Every background service is ``run_once()`` plus an interval; a runner decides how it runs.
+
+``ThreadedRunner`` drives each service in its own daemon thread (real broker behaviour);
+``StepRunner`` runs nothing by itself, so a test or notebook calls ``store.step()`` and each
+service runs exactly once, in a fixed order: deterministic teaching and tests.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable
+from typing import Protocol
+
+__all__ = ["Service", "ServiceRunner", "StepRunner", "ThreadedRunner"]
+
+log = logging.getLogger(__name__)
+
+
+class Service(Protocol):
+    name: str
+
+    def run_once(self) -> object:
+        """Do one round of work; must not block longer than one interval."""
+        ...
+
+    def interval_ms(self) -> float:
+        """How long the threaded runner waits between rounds (may change between rounds)."""
+        ...
+
+
+class ServiceRunner(Protocol):
+    threaded: bool
+
+    def start(self, services: Iterable[Service]) -> None: ...
+
+    def wakeup(self, name: str) -> None: ...
+
+    def shutdown(self) -> None: ...
+
+
+class StepRunner:
+    """Runs nothing in the background: the owner steps services explicitly."""
+
+    threaded = False
+
+    def start(self, services: Iterable[Service]) -> None:
+        self.services = list(services)
+
+    def wakeup(self, name: str) -> None:
+        """Nothing to wake: work happens at the next ``step()``."""
+
+    def shutdown(self) -> None:
+        self.services = []
+
+
+class _Loop(threading.Thread):
+    def __init__(self, service: Service) -> None:
+        super().__init__(name=f"rmqlab-{service.name}", daemon=True)
+        self.service = service
+        self.stopped = threading.Event()
+        self.woken = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                self.service.run_once()
+            except Exception:  # a service must survive one bad round, like RocketMQ's
+                log.exception("service %s failed one round", self.service.name)
+            self.woken.wait(self.service.interval_ms() / 1000.0)
+            self.woken.clear()
+
+
+class ThreadedRunner:
+    """One daemon thread per service; ``wakeup(name)`` cuts the current wait short."""
+
+    threaded = True
+
+    def __init__(self) -> None:
+        self._loops: dict[str, _Loop] = {}
+
+    def start(self, services: Iterable[Service]) -> None:
+        for service in services:
+            loop = _Loop(service)
+            self._loops[service.name] = loop
+            loop.start()
+
+    def wakeup(self, name: str) -> None:
+        loop = self._loops.get(name)
+        if loop is not None:
+            loop.woken.set()
+
+    def shutdown(self) -> None:
+        for loop in self._loops.values():
+            loop.stopped.set()
+            loop.woken.set()
+        for loop in self._loops.values():
+            loop.join(timeout=10)
+        self._loops.clear()

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The whole test suite: set up (once), lint, check layering, run every test.
+set -euo pipefail
+. "$(dirname "$0")/_venv.sh" dev
+echo ">> ruff"
+ruff check rmqlab tests bench
+echo ">> import layering (import-linter)"
+lint-imports
+echo ">> pytest"
+exec python -m pytest "$@"

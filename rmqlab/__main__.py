@@ -1,0 +1,5 @@
+"""``python -m rmqlab`` runs the CLI."""
+
+from rmqlab.cli import main
+
+main()

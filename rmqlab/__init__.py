@@ -17,6 +17,9 @@ from rmqlab.errors import (
     StoreLocked,
     TruncatedRecord,
 )
+from rmqlab.inspect.snapshot import open_snapshot
+from rmqlab.store.message import Message
+from rmqlab.store.message_store import MessageStore
 
 __version__ = "0.1.0"
 
@@ -24,6 +27,8 @@ __all__ = [
     "ConfigError",
     "CorruptRecord",
     "InvalidTopic",
+    "Message",
+    "MessageStore",
     "MessageStoreConfig",
     "NotAStore",
     "ReadOnlyStore",
@@ -31,4 +36,5 @@ __all__ = [
     "StoreLocked",
     "TruncatedRecord",
     "__version__",
+    "open_snapshot",
 ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 from rmqlab.codec.message import BlankRecord, MessageRecord
@@ -77,7 +78,7 @@ class StoreSnapshot:
         """Largest file size, or the distance between consecutive file names if larger."""
         size = max(sizes, default=0)
         offsets = [parse_offset_file_name(n) or 0 for n in names]
-        gaps = [b - a for a, b in zip(offsets, offsets[1:], strict=False) if b > a]
+        gaps = [b - a for a, b in pairwise(offsets) if b > a]
         return max([size, *gaps[:1]]) or 1024 * 1024 * 1024
 
     # ------------------------------------------------------------------ walking

@@ -51,11 +51,13 @@ __all__ = ["CommitLog"]
 _BLANK = struct.Struct(">ii")
 _LONG = struct.Struct(">q")
 _MAX_PROPERTIES_LENGTH = 32767
+_NO_FILE = "cannot create the next commit log file"
+_TOO_BIG = "record larger than a commit log file"
 _TX_MASK = 0xC
 _NO_QUEUE_OFFSET = (flags.TRANSACTION_PREPARED_TYPE, flags.TRANSACTION_ROLLBACK_TYPE)
 
 
-class _Encoded:
+class EncodedRecord:
     """One record encoded outside the lock, with what the lock-holder must patch."""
 
     __slots__ = ("batch_size", "data", "gets_queue_offset", "queue_key", "ts_pos")
@@ -169,7 +171,8 @@ class CommitLog:
             sel.release()
 
     # ------------------------------------------------------------------ writing
-    def _check(self, msg: Message) -> PutMessageResult | None:
+    def check_message(self, msg: Message) -> PutMessageResult | None:
+        """None if ``msg`` may be stored, else the refusal (status and reason)."""
         if not self.writeable:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason=self.not_writeable_reason)
         topic = msg.topic
@@ -188,7 +191,8 @@ class CommitLog:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason=f"queue id {msg.queue_id} < 0")
         return None
 
-    def _encode(self, msg: Message, now: int) -> _Encoded | PutMessageResult:
+    def encode_record(self, msg: Message, now: int) -> EncodedRecord | PutMessageResult:
+        """Encode ``msg`` as a record with zero queue offset, physical offset and store time."""
         uniq = msg.uniq_key or (msg.properties or {}).get(flags.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
         if not uniq:
             with self._uniq_lock:
@@ -224,7 +228,7 @@ class CommitLog:
                 reason=f"record of {len(data)} bytes exceeds {self.config.max_record_size}",
             )
         sys_flag = struct.unpack_from(">i", data, 36)[0]
-        return _Encoded(
+        return EncodedRecord(
             data,
             f"{msg.topic}-{msg.queue_id}",
             store_timestamp_position(sys_flag),
@@ -235,10 +239,10 @@ class CommitLog:
 
     def put_message(self, msg: Message) -> PutMessageResult:
         """Append one message; returns PUT_OK with its msgId, offsets and store timestamp."""
-        bad = self._check(msg)
+        bad = self.check_message(msg)
         if bad is not None:
             return bad
-        enc = self._encode(msg, self.clock.now_ms())
+        enc = self.encode_record(msg, self.clock.now_ms())
         if isinstance(enc, PutMessageResult):
             return enc
         return self._put([enc])
@@ -253,7 +257,7 @@ class CommitLog:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason="empty batch")
         first = msgs[0]
         for m in msgs:
-            bad = self._check(m)
+            bad = self.check_message(m)
             if bad is not None:
                 return bad
             if m.topic != first.topic or m.queue_id != first.queue_id:
@@ -261,10 +265,10 @@ class CommitLog:
             if m.sys_flag & _TX_MASK:
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason="transactions cannot be batched")
         now = self.clock.now_ms()
-        encoded: list[_Encoded] = []
+        encoded: list[EncodedRecord] = []
         batch_body = 0
         for m in msgs:
-            enc = self._encode(m, now)
+            enc = self.encode_record(m, now)
             if isinstance(enc, PutMessageResult):
                 return enc
             encoded.append(enc)
@@ -276,7 +280,7 @@ class CommitLog:
             )
         return self._put(encoded)
 
-    def _put(self, encoded: list[_Encoded]) -> PutMessageResult:
+    def _put(self, encoded: list[EncodedRecord]) -> PutMessageResult:
         total = sum(len(e.data) for e in encoded)
         with self.put_lock:
             if not self.writeable:
@@ -295,17 +299,17 @@ class CommitLog:
             mf = self._writable_file()
             if mf is None:
                 self._undo_queue_offsets(encoded)
-                return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, reason="cannot create commit log file")
+                return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, reason=_NO_FILE)
             wrote_offset = self._append(mf, encoded, total)
             if wrote_offset < 0:  # END_OF_FILE: blank written, roll and append again
                 mf = self._writable_file()
                 if mf is None:
                     self._undo_queue_offsets(encoded)
-                    return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, reason="cannot create commit log file")
+                    return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, reason=_NO_FILE)
                 wrote_offset = self._append(mf, encoded, total)
                 if wrote_offset < 0:
                     self._undo_queue_offsets(encoded)
-                    return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason="record larger than a commit log file")
+                    return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason=_TOO_BIG)
             mf.store_timestamp = now
         if len(encoded) == 1:
             msg_id = self.msg_id(wrote_offset)
@@ -322,7 +326,7 @@ class CommitLog:
             self.on_put(result)
         return PutMessageResult(PutMessageStatus.PUT_OK, result)
 
-    def _undo_queue_offsets(self, encoded: list[_Encoded]) -> None:
+    def _undo_queue_offsets(self, encoded: list[EncodedRecord]) -> None:
         for enc in reversed(encoded):
             if enc.gets_queue_offset:
                 self.topic_queue_table[enc.queue_key] -= 1
@@ -334,7 +338,7 @@ class CommitLog:
             mf = mfq.get_last_mapped_file_for(0)
         return mf
 
-    def _append(self, mf: MappedFile, encoded: list[_Encoded], total: int) -> int:
+    def _append(self, mf: MappedFile, encoded: list[EncodedRecord], total: int) -> int:
         """Copy the records into ``mf``; returns the absolute offset, or -1 after a blank."""
         wrote = -1
 

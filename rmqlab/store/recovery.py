@@ -140,7 +140,8 @@ def _first_record_candidate(
         return StartCandidate(view.name, True, 0, threshold, False, "first record store timestamp is 0")
     which = "min_timestamp_index" if index_safe else "min_timestamp"
     if ts <= threshold:
-        return StartCandidate(view.name, True, ts, threshold, True, f"store time {ts} <= checkpoint {which} {threshold}")
+        return StartCandidate(view.name, True, ts, threshold, True,
+                              f"store time {ts} <= checkpoint {which} {threshold}")
     return StartCandidate(view.name, True, ts, threshold, False, f"store time {ts} > checkpoint {which} {threshold}")
 
 
@@ -214,7 +215,8 @@ def plan_recovery(
                 plan.truncate_position = offset - view.file_from_offset
             else:
                 plan.files_to_delete.append(view.name)
-                plan.step("truncate", view.name, view.file_from_offset, "delete file", "starts after the end of the valid data")
+                plan.step("truncate", view.name, view.file_from_offset, "delete file",
+                          "starts after the end of the valid data")
     if plan.truncate_file is not None:
         plan.step("truncate", plan.truncate_file, offset, f"set positions to {plan.truncate_position}",
                   "end of the valid data")

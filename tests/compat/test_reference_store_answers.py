@@ -77,7 +77,8 @@ def test_every_message_is_where_the_manifest_says(opened: Any) -> None:
     _, store, manifest, _ = opened
     for m in manifest["messages"]:
         rec = store.look_message_by_offset(m["commitLogOffset"])
-        assert rec is not None and rec.msg_id == m["msgId"] and rec.uniq_key == m["uniqKey"]
+        assert rec is not None
+        assert (rec.msg_id, rec.uniq_key) == (m["msgId"], m["uniqKey"])
         entry = m["afterReopen"]["cqEntryAfterRecovery"]
         unit = store.consume_queue_store.find_consume_queue(m["topic"], m["queueId"]).get_unit(m["queueOffset"])
         assert unit == (entry["commitLogOffset"], entry["size"], entry["tagsCode"]), m["index"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Protocol
 
 __all__ = ["Clock", "ManualClock", "SystemClock"]
@@ -51,7 +51,7 @@ class ManualClock:
     ``tz`` defaults to UTC so index file names and delete-when hours are reproducible.
     """
 
-    def __init__(self, start_ms: int = 1_700_000_000_000, tz: timezone = timezone.utc) -> None:
+    def __init__(self, start_ms: int = 1_700_000_000_000, tz: timezone = UTC) -> None:
         self._now = int(start_ms)
         self._tz = tz
         self._lock = threading.Lock()

@@ -1,1 +1,152 @@
-"""rmqlab.codec"""
+"""rmqlab.codec: pure bytes <-> values for every store layout (no IO, no clock, no threads).
+
+Import from here; the submodules own one layout each (see each module's layout diagram).
+"""
+
+from __future__ import annotations
+
+from rmqlab.codec.checkpoint import CHECKPOINT_FILE_SIZE, Checkpoint
+from rmqlab.codec.consume_queue_unit import (
+    CQ_STORE_UNIT_SIZE,
+    CQ_UNIT_DTYPE,
+    MAX_ADDR,
+    PRE_BLANK_UNIT,
+    decorate,
+    is_ext_addr,
+    pack_unit,
+    pack_unit_into,
+    units_view,
+    unpack_unit,
+)
+from rmqlab.codec.crc import body_crc
+from rmqlab.codec.flags import (
+    BLANK_MAGIC_CODE,
+    END_FILE_MIN_BLANK_LENGTH,
+    MESSAGE_MAGIC_CODE_V1,
+    MESSAGE_MAGIC_CODE_V2,
+    transaction_type,
+)
+from rmqlab.codec.index_layout import (
+    HASH_SLOT_SIZE,
+    INDEX_HEADER_SIZE,
+    INDEX_ITEM_DTYPE,
+    INDEX_SIZE,
+    INVALID_INDEX,
+    IndexHeader,
+    index_file_size,
+    index_key,
+    index_key_hash,
+    item_position,
+    pack_item,
+    pack_item_into,
+    slot_of,
+    slot_position,
+    unpack_item,
+)
+from rmqlab.codec.java_hash import java_hash, tags_code
+from rmqlab.codec.message import (
+    PHYSICAL_OFFSET_POSITION,
+    QUEUE_OFFSET_POSITION,
+    SYSFLAG_POSITION,
+    BlankRecord,
+    EndOfData,
+    MessageRecord,
+    calc_msg_length,
+    decode_message,
+    encode_blank,
+    encode_into,
+    encode_message,
+    store_timestamp_position,
+)
+from rmqlab.codec.msg_id import (
+    InvalidMessageId,
+    UniqKeyGenerator,
+    create_offset_msg_id,
+    decode_offset_msg_id,
+    uniq_key,
+)
+from rmqlab.codec.names import (
+    consume_queue_path,
+    index_file_name,
+    offset_to_file_name,
+    parse_index_file_name,
+    parse_offset_file_name,
+    validate_topic,
+)
+from rmqlab.codec.properties import (
+    broker_properties,
+    decode_properties,
+    encode_broker_properties,
+    encode_properties,
+    java_hashmap_order,
+)
+from rmqlab.codec.walk import DispatchRequest, check_message_and_return_size, iter_records
+
+__all__ = [
+    "BLANK_MAGIC_CODE",
+    "CHECKPOINT_FILE_SIZE",
+    "CQ_STORE_UNIT_SIZE",
+    "CQ_UNIT_DTYPE",
+    "END_FILE_MIN_BLANK_LENGTH",
+    "HASH_SLOT_SIZE",
+    "INDEX_HEADER_SIZE",
+    "INDEX_ITEM_DTYPE",
+    "INDEX_SIZE",
+    "INVALID_INDEX",
+    "MAX_ADDR",
+    "MESSAGE_MAGIC_CODE_V1",
+    "MESSAGE_MAGIC_CODE_V2",
+    "PHYSICAL_OFFSET_POSITION",
+    "PRE_BLANK_UNIT",
+    "QUEUE_OFFSET_POSITION",
+    "SYSFLAG_POSITION",
+    "BlankRecord",
+    "Checkpoint",
+    "DispatchRequest",
+    "EndOfData",
+    "IndexHeader",
+    "InvalidMessageId",
+    "MessageRecord",
+    "UniqKeyGenerator",
+    "body_crc",
+    "broker_properties",
+    "calc_msg_length",
+    "check_message_and_return_size",
+    "consume_queue_path",
+    "create_offset_msg_id",
+    "decode_message",
+    "decode_offset_msg_id",
+    "decode_properties",
+    "decorate",
+    "encode_blank",
+    "encode_broker_properties",
+    "encode_into",
+    "encode_message",
+    "encode_properties",
+    "index_file_name",
+    "index_file_size",
+    "index_key",
+    "index_key_hash",
+    "is_ext_addr",
+    "item_position",
+    "iter_records",
+    "java_hash",
+    "java_hashmap_order",
+    "offset_to_file_name",
+    "pack_item",
+    "pack_item_into",
+    "pack_unit",
+    "pack_unit_into",
+    "parse_index_file_name",
+    "parse_offset_file_name",
+    "slot_of",
+    "slot_position",
+    "store_timestamp_position",
+    "tags_code",
+    "transaction_type",
+    "uniq_key",
+    "units_view",
+    "unpack_item",
+    "unpack_unit",
+    "validate_topic",
+]

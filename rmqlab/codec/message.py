@@ -1,0 +1,477 @@
+"""CommitLog record codec, V1 and V2, plus the 8-byte end-of-file blank record (spec 2.1-2.4).
+
+Layout of one record (big-endian; BH/SH = 8 for an IPv4 host, 20 for IPv6; TL = 1 (V1) or 2 (V2))::
+
+    off        size  field
+    0          4     TOTALSIZE            whole record, this field included
+    4          4     MAGICCODE            V1 0xDAA320A7 | V2 0xDAA320AB | blank 0xCBD43194
+    8          4     BODYCRC              crc32(body) & 0x7FFFFFFF
+    12         4     QUEUEID
+    16         4     FLAG                 user flag
+    20         8     QUEUEOFFSET          consume-queue offset (0 for PREPARED/ROLLBACK)
+    28         8     PHYSICALOFFSET       this record's own commitlog offset
+    36         4     SYSFLAG              bits in codec.flags
+    40         8     BORNTIMESTAMP        ms
+    48         BH    BORNHOST             ip (4|16) + int port
+    48+BH      8     STORETIMESTAMP       ms
+    56+BH      SH    STOREHOSTADDRESS     ip (4|16) + int port
+    56+BH+SH   4     RECONSUMETIMES
+    60+BH+SH   8     PREPAREDTRANSACTIONOFFSET
+    68+BH+SH   4     BODYLENGTH  B
+    72+BH+SH   B     BODY
+    ...        TL    TOPICLENGTH T        signed byte (V1) / signed short (V2)
+    ...        T     TOPIC                UTF-8
+    ...        2     PROPERTIESLENGTH P   signed short
+    ...        P     PROPERTIES           name 0x01 value 0x02 ...
+
+    TOTALSIZE = 74 + BH + SH + TL + B + T + P     (91 + B + T + P for V1 with two IPv4 hosts)
+
+    blank (end of file):  int remaining-bytes-of-file, int 0xCBD43194   (8 bytes, rest untouched)
+
+Decoding is sans-IO: it takes any buffer (bytes, bytearray, memoryview, mmap) and an offset and
+returns a value or raises :class:`~rmqlab.errors.CorruptRecord` / ``TruncatedRecord`` naming the
+offset and a reason. Encoding packs each fixed section with one precompiled ``struct.Struct``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import socket
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rmqlab.codec.crc import body_crc as _body_crc
+from rmqlab.codec.flags import (
+    BLANK_MAGIC_CODE,
+    BORNHOST_V6_FLAG,
+    END_FILE_MIN_BLANK_LENGTH,
+    KEY_SEPARATOR,
+    MESSAGE_MAGIC_CODE_V1,
+    MESSAGE_MAGIC_CODE_V2,
+    PROPERTY_KEYS,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    STOREHOSTADDRESS_V6_FLAG,
+    transaction_type,
+)
+from rmqlab.codec.java_hash import tags_code as _tags_code
+from rmqlab.codec.msg_id import create_offset_msg_id, ip_to_bytes
+from rmqlab.codec.properties import decode_properties, encode_properties
+from rmqlab.errors import CorruptRecord, TruncatedRecord
+
+__all__ = [
+    "BODY_CRC_POSITION",
+    "BORN_HOST_POSITION",
+    "MAGIC_CODE_POSITION",
+    "MIN_RECORD_SIZE",
+    "PHYSICAL_OFFSET_POSITION",
+    "QUEUE_OFFSET_POSITION",
+    "SYSFLAG_POSITION",
+    "BlankRecord",
+    "EndOfData",
+    "MessageRecord",
+    "calc_msg_length",
+    "decode_message",
+    "encode_blank",
+    "encode_into",
+    "encode_message",
+    "host_length",
+    "needs_blank",
+    "store_timestamp_position",
+]
+
+MAGIC_CODE_POSITION = 4
+BODY_CRC_POSITION = 8
+QUEUE_OFFSET_POSITION = 20
+PHYSICAL_OFFSET_POSITION = 28
+SYSFLAG_POSITION = 36
+BORN_HOST_POSITION = 48
+MAX_TOPIC_LENGTH_V1 = 127  # signed byte
+MAX_TOPIC_LENGTH_V2 = 32767  # signed short
+MAX_PROPERTIES_LENGTH = 32767
+
+_HEAD = struct.Struct(">iiiiiqqiq")  # total .. born timestamp: 48 bytes
+_HEAD_V4V4 = struct.Struct(">iiiiiqqiq4siq4siiqi")  # the common case in one call: 88 bytes
+_TOTAL_MAGIC = struct.Struct(">ii")
+_HOST4 = struct.Struct(">4si")
+_HOST6 = struct.Struct(">16si")
+_Q = struct.Struct(">q")
+_I = struct.Struct(">i")
+_H = struct.Struct(">h")
+_B = struct.Struct(">b")
+_TAIL = struct.Struct(">iqi")  # reconsume times, prepared tx offset, body length
+
+MIN_RECORD_SIZE = 91  # V1, two IPv4 hosts, empty body/topic/properties
+
+
+def host_length(sys_flag: int, v6_flag: int) -> int:
+    """8 (IPv4: 4-byte ip + int port) or 20 (IPv6) for the host guarded by ``v6_flag``."""
+    return 20 if sys_flag & v6_flag else 8
+
+
+def store_timestamp_position(sys_flag: int) -> int:
+    """Byte position of STORETIMESTAMP: ``48 + BH`` (56 for an IPv4 born host, 68 for IPv6)."""
+    return 68 if sys_flag & BORNHOST_V6_FLAG else 56
+
+
+def calc_msg_length(
+    version: int, sys_flag: int, body_len: int, topic_len: int, props_len: int
+) -> int:
+    """``calMsgLength``: the TOTALSIZE the fields imply; negative lengths count as 0."""
+    bh = 20 if sys_flag & BORNHOST_V6_FLAG else 8
+    sh = 20 if sys_flag & STOREHOSTADDRESS_V6_FLAG else 8
+    tl = 1 if version == 1 else 2
+    return 74 + bh + sh + tl + max(body_len, 0) + max(topic_len, 0) + max(props_len, 0)
+
+
+def encode_blank(size: int) -> bytes:
+    """The 8-byte end-of-file record: ``int size`` (bytes left in the file), blank magic."""
+    return _TOTAL_MAGIC.pack(size, BLANK_MAGIC_CODE)
+
+
+def needs_blank(record_len: int, max_blank: int) -> bool:
+    """True when a record of ``record_len`` does not fit in the ``max_blank`` bytes left in a file.
+
+    The writer keeps room for the 8-byte blank: ``record_len + 8 > max_blank`` means write the
+    blank and move to the next file (spec 2.4, golden #22).
+    """
+    return record_len + END_FILE_MIN_BLANK_LENGTH > max_blank
+
+
+@dataclass(frozen=True, slots=True)
+class BlankRecord:
+    """End-of-file filler: ``size`` is the declared remaining length of the file (>= 8)."""
+
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class EndOfData:
+    """Unwritten space (TOTALSIZE 0 and magic 0) at ``offset``: the log ends here."""
+
+    offset: int
+
+
+def _ip_str(raw: bytes) -> str:
+    if len(raw) == 4:
+        return socket.inet_ntoa(raw)
+    return socket.inet_ntop(socket.AF_INET6, raw)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRecord:
+    """One decoded record; ``properties`` in on-disk order, ``properties_raw`` as stored.
+
+    Derived values (tags, keys, uniq_key, msg_id, tags_code, version, transaction_type) are
+    computed on access from the stored fields. ``crc_ok`` compares ``body_crc`` with the body.
+    """
+
+    store_size: int
+    magic: int
+    body_crc: int
+    queue_id: int
+    flag: int
+    queue_offset: int
+    commit_log_offset: int
+    sys_flag: int
+    born_timestamp: int
+    born_host: tuple[str, int]
+    store_timestamp: int
+    store_host: tuple[str, int]
+    reconsume_times: int
+    prepared_transaction_offset: int
+    body: bytes
+    topic: str
+    properties: dict[str, str]
+    properties_raw: bytes
+    crc_ok: bool
+
+    @property
+    def version(self) -> int:
+        return 2 if self.magic == MESSAGE_MAGIC_CODE_V2 else 1
+
+    @property
+    def transaction_type(self) -> int:
+        return transaction_type(self.sys_flag)
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROPERTY_TAGS)
+
+    @property
+    def tags_code(self) -> int:
+        """Plain tags code (Java hash of TAGS, 0 if none); no delay-level override (see walk)."""
+        return _tags_code(self.properties.get(PROPERTY_TAGS))
+
+    @property
+    def keys(self) -> list[str]:
+        """KEYS split on single spaces, empty tokens dropped (what the index dispatcher indexes)."""
+        raw = self.properties.get(PROPERTY_KEYS)
+        if not raw:
+            return []
+        return [k for k in raw.split(KEY_SEPARATOR) if k]
+
+    @property
+    def uniq_key(self) -> str | None:
+        return self.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+
+    @property
+    def msg_id(self) -> str:
+        """Offset msgId: store host + this record's commitlog offset (spec 2.8)."""
+        return create_offset_msg_id(self.store_host[0], self.store_host[1], self.commit_log_offset)
+
+    @property
+    def end_offset(self) -> int:
+        """Commitlog offset just past this record."""
+        return self.commit_log_offset + self.store_size
+
+    def to_dict(self, *, body: str = "summary") -> dict[str, Any]:
+        """JSON-friendly dict. ``body``: "summary" (length + sha256), "none", or "hex"."""
+        d: dict[str, Any] = {
+            "msg_id": self.msg_id,
+            "uniq_key": self.uniq_key,
+            "topic": self.topic,
+            "queue_id": self.queue_id,
+            "queue_offset": self.queue_offset,
+            "commit_log_offset": self.commit_log_offset,
+            "store_size": self.store_size,
+            "version": self.version,
+            "magic": self.magic,
+            "body_crc": self.body_crc,
+            "crc_ok": self.crc_ok,
+            "flag": self.flag,
+            "sys_flag": self.sys_flag,
+            "transaction_type": self.transaction_type,
+            "born_timestamp": self.born_timestamp,
+            "born_host": f"{self.born_host[0]}:{self.born_host[1]}",
+            "store_timestamp": self.store_timestamp,
+            "store_host": f"{self.store_host[0]}:{self.store_host[1]}",
+            "reconsume_times": self.reconsume_times,
+            "prepared_transaction_offset": self.prepared_transaction_offset,
+            "tags": self.tags,
+            "tags_code": self.tags_code,
+            "keys": self.keys,
+            "properties": dict(self.properties),
+            "body_length": len(self.body),
+        }
+        if body == "summary":
+            d["body_sha256"] = hashlib.sha256(self.body).hexdigest()
+        elif body == "hex":
+            d["body"] = self.body.hex()
+        return d
+
+
+# --- decoding --------------------------------------------------------------------------------
+
+
+def decode_message(
+    buf: Any,
+    offset: int = 0,
+    *,
+    check_crc: bool = False,
+    allow_v2: bool = True,
+    file: str | None = None,
+) -> MessageRecord | BlankRecord | EndOfData:
+    """Decode the record starting at ``offset`` of ``buf``.
+
+    Returns a :class:`MessageRecord`, a :class:`BlankRecord` (end of file) or :class:`EndOfData`
+    (TOTALSIZE and magic both 0). Raises ``TruncatedRecord`` when the buffer ends before the
+    record (fewer than 8 bytes left, or TOTALSIZE past the end) and ``CorruptRecord`` with reason
+    ``bad_magic``, ``size_out_of_range`` (TOTALSIZE below the 91-byte minimum),
+    ``length_mismatch`` (fields disagree with TOTALSIZE), ``bad_field`` (negative length, invalid
+    UTF-8 topic) or, only when ``check_crc``, ``crc_mismatch``. ``allow_v2=False`` reads like
+    4.9.8, where the V2 magic is illegal.
+    """
+    return _decode(buf, offset, len(buf), check_crc, allow_v2, file)
+
+
+def _decode(
+    buf: Any, offset: int, limit: int, check_crc: bool, allow_v2: bool, file: str | None
+) -> MessageRecord | BlankRecord | EndOfData:
+    # Hot loop of every walk: kept as straight-line struct calls on purpose.
+    if offset < 0 or limit - offset < 8:
+        raise TruncatedRecord(file, offset, f"{max(limit - offset, 0)} bytes left, need 8")
+    total, magic = _TOTAL_MAGIC.unpack_from(buf, offset)
+    if magic == MESSAGE_MAGIC_CODE_V1:
+        version = 1
+    elif magic == MESSAGE_MAGIC_CODE_V2 and allow_v2:
+        version = 2
+    elif magic == BLANK_MAGIC_CODE:
+        return BlankRecord(total)
+    elif magic == 0 and total == 0:
+        return EndOfData(offset)
+    else:
+        raise CorruptRecord(file, offset, "bad_magic", f"magic 0x{magic & 0xFFFFFFFF:08X}")
+    if total < MIN_RECORD_SIZE:
+        raise CorruptRecord(file, offset, "size_out_of_range", f"TOTALSIZE {total}")
+    if total > limit - offset:
+        raise TruncatedRecord(
+            file, offset, f"TOTALSIZE {total} but only {limit - offset} bytes left"
+        )
+    end = offset + total
+
+    sys_flag = _I.unpack_from(buf, offset + SYSFLAG_POSITION)[0]
+    if not sys_flag & (BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG):
+        (
+            _t, _m, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts,
+            born_ip, born_port, store_ts, store_ip, store_port,
+            reconsume, prepared, body_len,
+        ) = _HEAD_V4V4.unpack_from(buf, offset)  # fmt: skip
+        pos = offset + 88
+    else:
+        (_t, _m, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts) = _HEAD.unpack_from(
+            buf, offset
+        )
+        pos = offset + 48
+        hs = _HOST6 if sys_flag & BORNHOST_V6_FLAG else _HOST4
+        born_ip, born_port = hs.unpack_from(buf, pos)
+        pos += hs.size
+        store_ts = _Q.unpack_from(buf, pos)[0]
+        pos += 8
+        hs = _HOST6 if sys_flag & STOREHOSTADDRESS_V6_FLAG else _HOST4
+        store_ip, store_port = hs.unpack_from(buf, pos)
+        pos += hs.size
+        reconsume, prepared, body_len = _TAIL.unpack_from(buf, pos)
+        pos += 16
+
+    if body_len < 0:
+        raise CorruptRecord(file, offset, "bad_field", f"negative BODYLENGTH {body_len}")
+    tl = 1 if version == 1 else 2
+    if pos + body_len + tl > end:
+        raise CorruptRecord(
+            file, offset, "length_mismatch", f"BODYLENGTH {body_len} overruns TOTALSIZE {total}"
+        )
+    body = bytes(buf[pos : pos + body_len])
+    pos += body_len
+    topic_len = (_B if version == 1 else _H).unpack_from(buf, pos)[0]
+    pos += tl
+    if topic_len < 0:
+        raise CorruptRecord(file, offset, "bad_field", f"negative TOPICLENGTH {topic_len}")
+    if pos + topic_len + 2 > end:
+        raise CorruptRecord(
+            file, offset, "length_mismatch", f"TOPICLENGTH {topic_len} overruns TOTALSIZE {total}"
+        )
+    try:
+        topic = bytes(buf[pos : pos + topic_len]).decode("utf-8")
+    except UnicodeDecodeError:
+        raise CorruptRecord(file, offset, "bad_field", "topic is not valid UTF-8") from None
+    pos += topic_len
+    props_len = _H.unpack_from(buf, pos)[0]
+    pos += 2
+    if props_len < 0:
+        raise CorruptRecord(file, offset, "bad_field", f"negative PROPERTIESLENGTH {props_len}")
+    expect = calc_msg_length(version, sys_flag, body_len, topic_len, props_len)
+    if expect != total:
+        raise CorruptRecord(
+            file, offset, "length_mismatch", f"TOTALSIZE {total} but fields imply {expect}"
+        )
+    props_raw = bytes(buf[pos : pos + props_len])
+    crc_ok = _body_crc(body) == crc
+    if check_crc and not crc_ok:
+        raise CorruptRecord(file, offset, "crc_mismatch", f"stored BODYCRC {crc}")
+    return MessageRecord(
+        total, magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts,
+        (_ip_str(born_ip), born_port), store_ts, (_ip_str(store_ip), store_port),
+        reconsume, prepared, body, topic, decode_properties(props_raw) if props_raw else {},
+        props_raw, crc_ok,
+    )  # fmt: skip
+
+
+# --- encoding --------------------------------------------------------------------------------
+
+
+def _java_length(s: str) -> int:
+    """``String.length()``: UTF-16 code units."""
+    if s.isascii():
+        return len(s)
+    return len(s.encode("utf-16-le")) // 2
+
+
+def encode_message(
+    *,
+    topic: str,
+    body: bytes,
+    queue_id: int = 0,
+    flag: int = 0,
+    queue_offset: int = 0,
+    commit_log_offset: int = 0,
+    sys_flag: int = 0,
+    born_timestamp: int = 0,
+    born_host: tuple[str, int] = ("127.0.0.1", 0),
+    store_timestamp: int = 0,
+    store_host: tuple[str, int] = ("127.0.0.1", 10911),
+    reconsume_times: int = 0,
+    prepared_transaction_offset: int = 0,
+    properties: Mapping[str, str] | bytes = b"",
+    body_crc: int | None = None,
+    version: int | None = None,
+) -> bytes:
+    """Encode one record. The V6 sys-flag bits are set from the hosts' address families.
+
+    ``properties`` is a mapping (serialised in its iteration order, trailing 0x02 included) or
+    the exact bytes to store. ``body_crc`` None computes it. ``version`` None picks V2 only when
+    the topic has more than 127 Java chars (5.x ``autoMessageVersionOnTopicLen``). Raises
+    ValueError when a length does not fit its field.
+    """
+    born_ip = ip_to_bytes(born_host[0])
+    store_ip = ip_to_bytes(store_host[0])
+    sys_flag &= ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)
+    if len(born_ip) == 16:
+        sys_flag |= BORNHOST_V6_FLAG
+    if len(store_ip) == 16:
+        sys_flag |= STOREHOSTADDRESS_V6_FLAG
+    topic_b = topic.encode("utf-8")
+    if version is None:
+        version = 2 if _java_length(topic) > MAX_TOPIC_LENGTH_V1 else 1
+    props_b = (
+        bytes(properties) if isinstance(properties, bytes | bytearray | memoryview)
+        else encode_properties(properties)
+    )  # fmt: skip
+    if version == 1:
+        if len(topic_b) > MAX_TOPIC_LENGTH_V1:
+            raise ValueError(
+                f"V1 topic is {len(topic_b)} UTF-8 bytes; at most 127 can be read back"
+            )
+        topic_len = _B.pack(len(topic_b))
+        magic = MESSAGE_MAGIC_CODE_V1
+    elif version == 2:
+        if len(topic_b) > MAX_TOPIC_LENGTH_V2:
+            raise ValueError(f"topic is {len(topic_b)} UTF-8 bytes; at most 32767")
+        topic_len = _H.pack(len(topic_b))
+        magic = MESSAGE_MAGIC_CODE_V2
+    else:
+        raise ValueError(f"version must be 1 or 2, not {version!r}")
+    if len(props_b) > MAX_PROPERTIES_LENGTH:
+        raise ValueError(f"properties are {len(props_b)} bytes; at most 32767")
+    total = calc_msg_length(version, sys_flag, len(body), len(topic_b), len(props_b))
+    crc = _body_crc(body) if body_crc is None else body_crc
+    if len(born_ip) == 4 and len(store_ip) == 4:
+        head = _HEAD_V4V4.pack(
+            total, magic, crc, queue_id, flag, queue_offset, commit_log_offset, sys_flag,
+            born_timestamp, born_ip, born_host[1], store_timestamp, store_ip, store_host[1],
+            reconsume_times, prepared_transaction_offset, len(body),
+        )  # fmt: skip
+    else:
+        head = b"".join((
+            _HEAD.pack(total, magic, crc, queue_id, flag, queue_offset, commit_log_offset,
+                       sys_flag, born_timestamp),
+            (_HOST6 if len(born_ip) == 16 else _HOST4).pack(born_ip, born_host[1]),
+            _Q.pack(store_timestamp),
+            (_HOST6 if len(store_ip) == 16 else _HOST4).pack(store_ip, store_host[1]),
+            _TAIL.pack(reconsume_times, prepared_transaction_offset, len(body)),
+        ))  # fmt: skip
+    return b"".join((head, body, topic_len, topic_b, _H.pack(len(props_b)), props_b))
+
+
+def encode_into(buf: Any, offset: int, **fields: Any) -> int:
+    """Encode like :func:`encode_message` into ``buf`` at ``offset``; returns the length."""
+    data = encode_message(**fields)
+    n = len(data)
+    if offset < 0 or offset + n > len(buf):
+        raise ValueError(
+            f"record of {n} bytes does not fit at {offset} in a {len(buf)}-byte buffer"
+        )
+    buf[offset : offset + n] = data
+    return n

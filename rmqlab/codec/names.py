@@ -1,0 +1,113 @@
+"""Every file and directory name rule of a store, and topic-name validation (spec 1).
+
+Pure string/path arithmetic (no IO). Validating topics here is what keeps a topic such as
+``../x`` from escaping the store directory.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import re
+
+from rmqlab.errors import InvalidTopic
+
+__all__ = [
+    "TOPIC_MAX_LENGTH",
+    "consume_queue_dir",
+    "consume_queue_path",
+    "index_file_name",
+    "offset_to_file_name",
+    "parse_index_file_name",
+    "parse_offset_file_name",
+    "roll_next_file",
+    "validate_topic",
+]
+
+TOPIC_MAX_LENGTH = 127  # TopicValidator.TOPIC_MAX_LENGTH
+_TOPIC_PATTERN = re.compile(r"[%|a-zA-Z0-9_-]+")
+_OFFSET_NAME = re.compile(r"[0-9]{20}")
+_INDEX_NAME = re.compile(r"[0-9]{17}")
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+_ONE_MS = _dt.timedelta(milliseconds=1)
+_NAME_MAX = 255  # longest directory name most file systems accept
+
+
+def offset_to_file_name(offset: int) -> str:
+    """``UtilAll.offset2FileName``: the offset in decimal, zero-padded to 20 digits."""
+    if offset < 0:
+        raise ValueError(f"file offsets are non-negative, got {offset}")
+    return f"{offset:020d}"
+
+
+def parse_offset_file_name(name: str) -> int | None:
+    """Inverse of :func:`offset_to_file_name`; None if ``name`` is not exactly 20 digits."""
+    return int(name) if _OFFSET_NAME.fullmatch(name) else None
+
+
+def roll_next_file(offset: int, file_size: int) -> int:
+    """``rollNextFile``: start of the file after the one holding ``offset`` (golden #21).
+
+    Works for byte offsets with a file size in bytes, and for CQ unit numbers with units per file.
+    """
+    return offset + file_size - offset % file_size
+
+
+def index_file_name(ms: int, tz: _dt.tzinfo) -> str:
+    """``timeMillisToHumanString``: ``yyyyMMddHHmmssSSS`` of ``ms`` in ``tz`` (golden #16)."""
+    d = (_EPOCH + _dt.timedelta(milliseconds=ms)).astimezone(tz)
+    return (
+        f"{d.year:04d}{d.month:02d}{d.day:02d}{d.hour:02d}{d.minute:02d}{d.second:02d}"
+        f"{d.microsecond // 1000:03d}"
+    )
+
+
+def parse_index_file_name(name: str, tz: _dt.tzinfo) -> int | None:
+    """Epoch ms that :func:`index_file_name` would have turned into ``name``; None if not one."""
+    if not _INDEX_NAME.fullmatch(name):
+        return None
+    try:
+        d = _dt.datetime(
+            int(name[0:4]), int(name[4:6]), int(name[6:8]), int(name[8:10]),
+            int(name[10:12]), int(name[12:14]), int(name[14:17]) * 1000, tzinfo=tz,
+        )  # fmt: skip
+    except ValueError:
+        return None
+    return (d - _EPOCH) // _ONE_MS
+
+
+def validate_topic(topic: str, *, max_length: int = TOPIC_MAX_LENGTH) -> None:
+    """``TopicValidator.validateTopic``: not blank, only ``[%|a-zA-Z0-9_-]``, at most 127 chars.
+
+    Raises :class:`~rmqlab.errors.InvalidTopic`. The charset excludes ``.`` and ``/``, so a valid
+    topic is always a single, safe path component. ``max_length`` lets the store accept the
+    longer retry/DLQ/LMQ names that the broker itself creates (stored as V2 records).
+    """
+    if not topic or not topic.strip():
+        raise InvalidTopic(topic, "the specified topic is blank")
+    if not _TOPIC_PATTERN.fullmatch(topic):
+        raise InvalidTopic(
+            topic,
+            "the specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$",
+        )
+    if len(topic) > max_length:  # ASCII only at this point: chars == UTF-16 units
+        raise InvalidTopic(
+            topic, f"the specified topic is longer than topic max length {max_length}"
+        )
+
+
+def consume_queue_dir(root: str | os.PathLike[str], topic: str) -> str:
+    """``<root>/consumequeue/<topic>``; the topic is validated (charset, at most 255 chars)."""
+    validate_topic(topic, max_length=_NAME_MAX)
+    return os.path.join(os.fspath(root), "consumequeue", topic)
+
+
+def consume_queue_path(root: str | os.PathLike[str], topic: str, queue_id: int) -> str:
+    """``<root>/consumequeue/<topic>/<queueId>``, the directory of one queue's CQ files.
+
+    The topic is validated like :func:`validate_topic` but allows up to 255 chars (a directory
+    name limit), because the store must also hold broker-made retry/DLQ topics longer than 127.
+    """
+    if isinstance(queue_id, bool) or not isinstance(queue_id, int) or queue_id < 0:
+        raise ValueError(f"queue id must be a non-negative int, got {queue_id!r}")
+    return os.path.join(consume_queue_dir(root, topic), str(queue_id))

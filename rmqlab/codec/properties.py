@@ -1,0 +1,170 @@
+"""The message properties string: map <-> bytes with 0x01/0x02 separators (spec 2.6).
+
+Reading follows Java ``MessageDecoder.string2messageProperties`` exactly (malformed pairs are
+skipped, not rejected). Writing byte-compatibly also needs the *order* the broker would serialise
+in, which is ``java.util.HashMap`` iteration order: :func:`java_hashmap_order` emulates it.
+
+Version quirk seen in the 4.9.8 reference stores: 4.9.8's broker writes the pairs **without** a
+trailing ``0x02`` after the last value, while 5.x ends every pair, the last included, with
+``0x02`` (spec golden #6). :func:`encode_properties` takes ``trailing_separator`` for that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from rmqlab.codec.flags import (
+    CRC32_RESERVED_LEN,
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_CLUSTER,
+    PROPERTY_CRC32,
+    PROPERTY_SEPARATOR,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    PROPERTY_WAIT_STORE_MSG_OK,
+)
+from rmqlab.codec.java_hash import java_hash
+
+__all__ = [
+    "broker_properties",
+    "crc32_property",
+    "decode_properties",
+    "encode_broker_properties",
+    "encode_properties",
+    "java_hashmap_capacity",
+    "java_hashmap_order",
+    "trailing_separator_for",
+]
+
+_VERSIONS = ("4.9.8", "5.3.3")
+
+
+def encode_properties(props: Mapping[str, str | None], *, trailing_separator: bool = True) -> bytes:
+    """Serialise in the mapping's iteration order: ``name 0x01 value 0x02`` per pair, UTF-8.
+
+    Pairs whose value is None are skipped (as Java does). ``trailing_separator=False`` drops the
+    ``0x02`` after the last pair, which is what a 4.9.8 broker stores.
+    """
+    text = "".join(
+        f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}"
+        for k, v in props.items()
+        if v is not None
+    )
+    if not trailing_separator and text:
+        text = text[:-1]
+    return text.encode("utf-8")
+
+
+def decode_properties(data: bytes | bytearray | memoryview | str) -> dict[str, str]:
+    """Parse a properties string with Java ``string2messageProperties`` semantics.
+
+    Java walks ``0x02``-delimited segments; a segment of at least 3 chars is accepted iff its first
+    ``0x01`` lies strictly inside it with at least one char on each side. Splitting on ``0x02`` and
+    testing each part gives the same result (a part without ``0x01`` would make Java's unbounded
+    search land past the segment end, which fails the same test). Later duplicates overwrite
+    (keeping the first position, like ``HashMap.put``). Invalid UTF-8 becomes U+FFFD as in Java.
+    """
+    s = data if isinstance(data, str) else bytes(data).decode("utf-8", errors="replace")
+    out: dict[str, str] = {}
+    if not s:
+        return out
+    for part in s.split(PROPERTY_SEPARATOR):
+        if len(part) >= 3:
+            kv = part.find(NAME_VALUE_SEPARATOR)
+            if 0 < kv < len(part) - 1:
+                out[part[:kv]] = part[kv + 1 :]
+    return out
+
+
+def java_hashmap_capacity(max_size: int, initial_capacity: int = 16) -> int:
+    """Table size of a ``HashMap(initial_capacity)`` after it has held ``max_size`` entries.
+
+    The table is the next power of two >= ``initial_capacity`` and doubles whenever
+    ``size > 0.75 * capacity``; it never shrinks on removal.
+    """
+    cap = 1
+    while cap < max(initial_capacity, 1):
+        cap <<= 1
+    while max_size > cap * 3 // 4:
+        cap <<= 1
+    return cap
+
+
+def _bucket(key: str, capacity: int) -> int:
+    h = java_hash(key) & 0xFFFFFFFF
+    return (h ^ (h >> 16)) & (capacity - 1)
+
+
+def java_hashmap_order(
+    keys: Iterable[str], initial_capacity: int = 16, *, max_size: int | None = None
+) -> list[str]:
+    """Iteration order of a ``java.util.HashMap`` into which ``keys`` were put in this order.
+
+    Buckets ascend; keys sharing a bucket keep insertion order (resizes split buckets stably, and
+    new keys go to the bucket's tail). A repeated key keeps its first position. ``max_size`` is the
+    largest size the map ever reached, if entries were removed afterwards (capacity never
+    shrinks). Treeified buckets (>= 8 collisions) are not emulated.
+    """
+    unique = list(dict.fromkeys(keys))
+    cap = java_hashmap_capacity(max(len(unique), max_size or 0), initial_capacity)
+    order = sorted(range(len(unique)), key=lambda i: (_bucket(unique[i], cap), i))
+    return [unique[i] for i in order]
+
+
+def trailing_separator_for(version: str) -> bool:
+    """Whether a broker of ``version`` ends the last pair with ``0x02`` (4.9.8 does not)."""
+    if version not in _VERSIONS:
+        raise ValueError(f"unsupported RocketMQ version {version!r}; expected one of {_VERSIONS}")
+    return version != "4.9.8"
+
+
+def broker_properties(
+    props: Mapping[str, str],
+    version: str = "4.9.8",
+    cluster: str | None = None,
+    *,
+    uniq_key: str | None = None,
+) -> dict[str, str]:
+    """Order (and amend) a client's properties map as ``SendMessageProcessor`` stores it.
+
+    ``props`` is the client's map in the order of the client's properties string. 4.9.8 parses it
+    into ``HashMap()`` (capacity 16), adds ``CLUSTER``, and drops ``WAIT`` before serialising;
+    5.3.3 uses ``HashMap(128)``, adds ``UNIQ_KEY`` (``uniq_key``) if absent, adds ``CLUSTER`` and
+    keeps ``WAIT``. Returns a dict in the on-disk order (golden #23).
+    """
+    trailing_separator_for(version)  # validates the version
+    m: dict[str, str] = {k: v for k, v in props.items() if v is not None}
+    if version == "4.9.8":
+        initial = 16
+    else:
+        initial = 128
+        if uniq_key is not None and PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in m:
+            m[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq_key
+    if cluster is not None:
+        m[PROPERTY_CLUSTER] = cluster
+    max_size = len(m)
+    if version == "4.9.8":
+        m.pop(PROPERTY_WAIT_STORE_MSG_OK, None)
+    return {k: m[k] for k in java_hashmap_order(list(m), initial, max_size=max_size)}
+
+
+def encode_broker_properties(
+    props: Mapping[str, str],
+    version: str = "4.9.8",
+    cluster: str | None = None,
+    *,
+    uniq_key: str | None = None,
+) -> bytes:
+    """The exact properties bytes a broker of ``version`` stores for a client's map."""
+    ordered = broker_properties(props, version, cluster, uniq_key=uniq_key)
+    return encode_properties(ordered, trailing_separator=trailing_separator_for(version))
+
+
+def crc32_property(crc: int) -> bytes:
+    """The 20-byte ``__CRC32#`` pair 5.x can reserve at a record's end (spec 2.6, golden #9).
+
+    The 10 digits are the decimal digits of ``crc`` least-significant first, padded with '0'.
+    """
+    digits = "".join(str((crc // 10**i) % 10) for i in range(10))
+    out = f"{PROPERTY_CRC32}{NAME_VALUE_SEPARATOR}{digits}{PROPERTY_SEPARATOR}".encode("ascii")
+    assert len(out) == CRC32_RESERVED_LEN
+    return out

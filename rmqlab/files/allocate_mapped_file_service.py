@@ -1,0 +1,222 @@
+"""AllocateMappedFileService: creates the next CommitLog file, and the one after it, ahead of time.
+
+Spec §7.5. ``put_request_and_return_mapped_file(next, next_next, size)`` files a request for
+``next`` and (capacity permitting) one for ``next_next`` (*preallocation*), then waits for
+``next``. Requests live in a table keyed by path and in a priority queue ordered larger size
+first, then smaller file name (offset). While the writer fills file *k*, file *k+1* usually
+already exists on disk, all zeros.
+
+Two ways to run it:
+
+* ``threaded=True`` (RocketMQ): :meth:`start` a daemon thread that takes requests one at a time;
+  ``put_…`` waits up to ``timeout_ms`` for ``next`` (None on timeout).
+* ``threaded=False`` (stepped, for tests and notebooks): ``put_…`` creates ``next`` at once by
+  calling :meth:`run_once` until it exists and leaves ``next_next`` queued; a later
+  ``run_once()`` (e.g. from ``store.step()``) or the next ``put_…`` creates it.
+
+:meth:`shutdown` destroys files that were created but never handed out, as RocketMQ does.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import threading
+from dataclasses import dataclass, field
+
+from rmqlab.config import ASYNC_FLUSH
+from rmqlab.errors import MappedFileError
+from rmqlab.events import EventBus, FileDeleted
+from rmqlab.files.mapped_file import MappedFile
+from rmqlab.files.transient_store_pool import TransientStorePool
+
+__all__ = ["AllocateMappedFileService", "AllocateRequest"]
+
+
+@dataclass(eq=False)
+class AllocateRequest:
+    """One file to create. ``preallocated`` marks a request filed as ``next_next``."""
+
+    file_path: str
+    file_size: int
+    preallocated: bool = False
+    mapped_file: MappedFile | None = None
+    error: str | None = None
+    done: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    def sort_key(self) -> tuple[int, int]:
+        # AllocateRequest.compareTo: larger fileSize first, then smaller numeric file name
+        return (-self.file_size, int(os.path.basename(self.file_path)))
+
+
+class AllocateMappedFileService:
+    """Creates (and optionally warms) CommitLog files in order; see the module docstring."""
+
+    name = "AllocateMappedFileService"
+
+    def __init__(
+        self,
+        *,
+        transient_store_pool: TransientStorePool | None = None,
+        warm_mapped_file_enable: bool = False,
+        flush_disk_type: str = ASYNC_FLUSH,
+        flush_least_pages_when_warm_mapped_file: int = 4096,
+        mapped_file_size_commit_log: int = 1024 * 1024 * 1024,
+        fast_fail_if_no_buffer_in_store_pool: bool = False,
+        bus: EventBus | None = None,
+        threaded: bool = True,
+        timeout_ms: int = 5000,
+        queue_name: str = "commitlog",
+    ) -> None:
+        self.transient_store_pool = transient_store_pool
+        self.warm_mapped_file_enable = warm_mapped_file_enable
+        self.flush_disk_type = flush_disk_type
+        self.flush_least_pages_when_warm_mapped_file = flush_least_pages_when_warm_mapped_file
+        self.mapped_file_size_commit_log = mapped_file_size_commit_log
+        self.fast_fail_if_no_buffer_in_store_pool = fast_fail_if_no_buffer_in_store_pool
+        self.bus = bus
+        self.threaded = threaded
+        self.timeout_ms = timeout_ms
+        self.queue_name = queue_name
+        self.has_exception = False
+        self._table: dict[str, AllocateRequest] = {}
+        self._heap: list[tuple[tuple[int, int], int, AllocateRequest]] = []
+        self._seq = 0
+        self._cond = threading.Condition()
+        self._stopped = False
+        self._thread: threading.Thread | None = None
+
+    # ---------------------------------------------------------------------------------------
+    # requests
+
+    def put_request_and_return_mapped_file(
+        self, next_file_path: str, next_next_file_path: str, file_size: int
+    ) -> MappedFile | None:
+        """File requests for ``next`` and ``next_next``; return ``next`` once created (or None)."""
+        can_submit = 2
+        pool = self.transient_store_pool
+        if pool is not None and self.fast_fail_if_no_buffer_in_store_pool:
+            can_submit = pool.available_buffer_nums() - len(self._heap)
+        with self._cond:
+            if next_file_path not in self._table:
+                if can_submit <= 0:
+                    return None  # "TransientStorePool is not enough"
+                self._offer(AllocateRequest(next_file_path, file_size))
+                can_submit -= 1
+            if next_next_file_path not in self._table and can_submit > 0:
+                self._offer(AllocateRequest(next_next_file_path, file_size, preallocated=True))
+            if self.has_exception:
+                return None
+            req = self._table.get(next_file_path)
+        if req is None:
+            return None
+        if not self.threaded:
+            while not req.done.is_set() and self.run_once():
+                pass
+        if not req.done.wait(self.timeout_ms / 1000.0):
+            return None  # "create mmap timeout"; the request stays for a later call
+        with self._cond:
+            if self._table.get(next_file_path) is req:
+                del self._table[next_file_path]
+        return req.mapped_file
+
+    def _offer(self, req: AllocateRequest) -> None:
+        # called with self._cond held
+        self._table[req.file_path] = req
+        self._seq += 1
+        heapq.heappush(self._heap, (req.sort_key(), self._seq, req))
+        self._cond.notify_all()
+
+    def pending_requests(self) -> list[AllocateRequest]:
+        """Requests filed and not yet handed out (created or not), in priority order."""
+        with self._cond:
+            return sorted(self._table.values(), key=AllocateRequest.sort_key)
+
+    # ---------------------------------------------------------------------------------------
+    # the service step
+
+    def run_once(self) -> bool:
+        """Create the highest-priority queued file; False when the queue was empty."""
+        with self._cond:
+            if not self._heap:
+                return False
+            _, _, req = heapq.heappop(self._heap)
+            if self._table.get(req.file_path) is not req or req.mapped_file is not None:
+                return True  # expired or superseded request
+        self._create(req)
+        return True
+
+    def _create(self, req: AllocateRequest) -> None:
+        try:
+            mf = MappedFile(
+                req.file_path,
+                req.file_size,
+                transient_store_pool=self.transient_store_pool,
+                bus=self.bus,
+                queue_name=self.queue_name,
+                preallocated=req.preallocated,
+            )
+            if req.file_size >= self.mapped_file_size_commit_log and self.warm_mapped_file_enable:
+                mf.warm_mapped_file(
+                    self.flush_disk_type, self.flush_least_pages_when_warm_mapped_file
+                )
+        except (MappedFileError, OSError) as exc:
+            # RocketMQ re-queues the request and retries forever; rmqlab fails it so the caller
+            # sees None at once (has_exception is cleared by the next success, as in RocketMQ).
+            with self._cond:
+                self.has_exception = True
+                req.error = str(exc)
+                if self._table.get(req.file_path) is req:
+                    del self._table[req.file_path]
+            req.done.set()
+            return
+        with self._cond:
+            req.mapped_file = mf
+            self.has_exception = False
+        req.done.set()
+
+    # ---------------------------------------------------------------------------------------
+    # thread
+
+    def start(self) -> None:
+        """Start the background thread (threaded mode only; no-op when stepped or running)."""
+        if not self.threaded or self._thread is not None:
+            return
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._heap and not self._stopped:
+                    self._cond.wait()
+                if self._stopped:
+                    return
+            self.run_once()
+
+    def shutdown(self) -> None:
+        """Stop the thread and destroy files created but never handed out."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+        with self._cond:
+            reqs = list(self._table.values())
+            self._table.clear()
+            self._heap.clear()
+        for req in reqs:
+            mf = req.mapped_file
+            if mf is not None and mf.destroy(1000):
+                bus = self.bus
+                if bus is not None and bus.active:
+                    bus.publish(
+                        FileDeleted(
+                            self.queue_name,
+                            mf.file_name,
+                            mf.file_from_offset,
+                            "unclaimed preallocation",
+                        )
+                    )

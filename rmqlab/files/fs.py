@@ -1,0 +1,272 @@
+"""Every OS call of the files layer beyond open/mmap: fsync, lock file, mlock, madvise, disk usage.
+
+LevelDB keeps all of these behind ``Env``; rmqlab keeps them here so the safety promises
+("inspection never writes", "a second writer gets a clear error") are checkable in one place, and
+so every call that may be refused (``mlock`` beyond ``RLIMIT_MEMLOCK``, ``madvise`` on an old
+kernel) degrades to a ``False`` result instead of an exception.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import fcntl
+import mmap
+import os
+import threading
+from typing import Any, Protocol
+
+import numpy as np
+
+from rmqlab.errors import StoreLocked
+
+__all__ = [
+    "DiskUsageProbe",
+    "FileLock",
+    "address_of",
+    "fsync_dir",
+    "madvise_willneed",
+    "sparse_create",
+    "system_disk_usage",
+    "try_mlock",
+    "try_munlock",
+    "used_percent",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# fsync, sparse files
+
+
+def fsync_dir(path: str) -> None:
+    """Force a directory's entries (new/removed file names) to disk; ignored where unsupported."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def sparse_create(path: str, size: int) -> bool:
+    """Create ``path`` (or extend it) to ``size`` bytes without writing them (``ftruncate``).
+
+    A file already at least ``size`` bytes long is left as it is (never shrunk). Returns True
+    when the file did not exist before.
+    """
+    created = not os.path.exists(path)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if os.fstat(fd).st_size < size:
+            os.ftruncate(fd, size)
+    finally:
+        os.close(fd)
+    return created
+
+
+# --------------------------------------------------------------------------------------------
+# mlock / madvise
+
+_libc: Any = None
+_libc_lock = threading.Lock()
+
+
+def _load_libc() -> Any:
+    global _libc
+    with _libc_lock:
+        if _libc is None:
+            try:
+                _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+                for name in ("mlock", "munlock"):
+                    fn = getattr(_libc, name)
+                    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+                    fn.restype = ctypes.c_int
+            except (OSError, AttributeError):
+                _libc = False
+        return _libc
+
+
+def address_of(buf: Any) -> int:
+    """Address of the first byte of a buffer (mmap, memoryview, bytearray), read-only ones too.
+
+    numpy is used because ``ctypes.c_char.from_buffer`` refuses read-only buffers; the temporary
+    array is dropped at once so it does not pin the mapping (an exported buffer blocks ``close``).
+    """
+    arr = np.frombuffer(buf, dtype=np.uint8)
+    try:
+        return int(arr.ctypes.data)
+    finally:
+        del arr
+
+
+def _lock_call(name: str, buf: Any, length: int) -> bool:
+    if length <= 0:
+        return False
+    libc = _load_libc()
+    if not libc:
+        return False
+    try:
+        addr = address_of(buf)
+    except (TypeError, ValueError):
+        return False
+    return int(getattr(libc, name)(addr, length)) == 0
+
+
+def try_mlock(buf: Any, length: int) -> bool:
+    """``mlock`` the first ``length`` bytes of ``buf``; False (never an error) when refused.
+
+    Unprivileged processes are limited by ``RLIMIT_MEMLOCK`` (often 8 MiB); RocketMQ ignores a
+    failed mlock too (it only logs the return code).
+    """
+    return _lock_call("mlock", buf, length)
+
+
+def try_munlock(buf: Any, length: int) -> bool:
+    """``munlock`` the first ``length`` bytes of ``buf``; False when it fails."""
+    return _lock_call("munlock", buf, length)
+
+
+def madvise_willneed(mm: mmap.mmap) -> bool:
+    """``madvise(MADV_WILLNEED)`` over the whole mapping; False where unsupported or refused."""
+    advice = getattr(mmap, "MADV_WILLNEED", None)
+    if advice is None or not hasattr(mm, "madvise"):
+        return False
+    try:
+        mm.madvise(advice)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------------------------
+# the store's ``lock`` file
+
+# POSIX record locks belong to the process: a second lock taken by the same process succeeds and
+# closing *any* descriptor of the file drops the lock. The registry makes a second FileLock in the
+# same process fail like a second broker would, and keeps the one descriptor open.
+_held: dict[tuple[int, int], str] = {}
+_held_lock = threading.Lock()
+_kept_open: list[int] = []  # descriptors that must never be closed (see FileLock.acquire)
+
+
+class FileLock:
+    """An exclusive, non-blocking lock on byte 0 of a store's ``lock`` file (spec §5.3).
+
+    Like ``FileChannel.tryLock(0, 1, false)`` it is a POSIX record lock (``fcntl``/``lockf``), so a
+    real RocketMQ broker and rmqlab exclude each other. ``acquire`` writes ``b"lock"`` at
+    position 0 and forces it, as RocketMQ does at every start; contention raises
+    :class:`~rmqlab.errors.StoreLocked`. ``FileLock(path)`` alone does not lock: call
+    :meth:`acquire` or use it as a context manager. Thread-safe.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd: int | None = None
+        self._key: tuple[int, int] | None = None
+
+    @property
+    def locked(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self) -> FileLock:
+        if self._fd is not None:
+            return self
+        with _held_lock:
+            # Check the registry *before* opening: closing a second descriptor of a file this
+            # process already locks would silently drop that lock (POSIX record-lock rule), so a
+            # refused in-process open used to unlock the store for other processes.
+            try:
+                st = os.stat(self.path)
+            except FileNotFoundError:
+                pass
+            else:
+                if (st.st_dev, st.st_ino) in _held:
+                    raise StoreLocked(self.path)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            st = os.fstat(fd)
+            key = (st.st_dev, st.st_ino)
+            if key in _held:  # renamed onto a held file between stat and open (very rare):
+                _kept_open.append(fd)  # closing fd would drop the holder's lock, so keep it
+                raise StoreLocked(self.path)
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+            except OSError as exc:
+                os.close(fd)
+                raise StoreLocked(self.path) from exc
+            _held[key] = self.path
+        try:
+            os.pwrite(fd, b"lock", 0)
+            os.fsync(fd)
+        except OSError:
+            self._fd, self._key = fd, key
+            self.release()
+            raise
+        self._fd, self._key = fd, key
+        return self
+
+    def release(self) -> None:
+        fd, key = self._fd, self._key
+        if fd is None:
+            return
+        self._fd = self._key = None
+        with _held_lock:
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_UN, 1, 0)
+            except OSError:
+                pass
+            os.close(fd)
+            if key is not None:
+                _held.pop(key, None)
+
+    def __enter__(self) -> FileLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        return f"FileLock({self.path!r}, locked={self.locked})"
+
+
+# --------------------------------------------------------------------------------------------
+# disk usage
+
+
+class DiskUsageProbe(Protocol):
+    """Returns RocketMQ's ``usedPercent`` for a path (0.0-1.0, or -1.0 on error)."""
+
+    def __call__(self, path: str) -> float: ...
+
+
+def used_percent(total: int, free: int, usable: int) -> float:
+    """RocketMQ ``UtilAll.getDiskPartitionSpaceUsedPercent`` on already-read numbers (spec §8.1).
+
+    ``used = total - free`` (root-reserved blocks count as used), ``entire = used + usable``;
+    ``ceil(used * 100 / entire) / 100`` in integer arithmetic; -1.0 when ``total <= 0`` or the
+    division is impossible. Golden: ``used_percent(1000, 250, 200) == 0.79``.
+    """
+    if total <= 0:
+        return -1.0
+    used = total - free
+    entire = used + usable
+    if entire <= 0:
+        return -1.0
+    pct = used * 100 // entire + (1 if (used * 100) % entire else 0)
+    return pct / 100.0
+
+
+def system_disk_usage(path: str) -> float:
+    """``used_percent`` of the file system holding ``path`` (``statvfs``); -1.0 if it is missing."""
+    try:
+        if not os.path.exists(path):
+            return -1.0
+        st = os.statvfs(path)
+    except OSError:
+        return -1.0
+    return used_percent(
+        st.f_blocks * st.f_frsize, st.f_bfree * st.f_frsize, st.f_bavail * st.f_frsize
+    )

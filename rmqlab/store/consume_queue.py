@@ -1,0 +1,730 @@
+"""ConsumeQueue: one topic/queue's index of 20-byte units pointing into the CommitLog (spec §3).
+
+Layout (spec §3.1, bytes in ``rmqlab.codec.consume_queue_unit``)::
+
+    queue offset q  <->  logical byte offset q*20  <->  file F = q*20 - (q*20) % fileSize,
+                                                        position (q*20) % fileSize
+    unit = commitLogOffset (>i8) | size (>i4, the whole record's TOTALSIZE) | tagsCode (>i8)
+
+Files live in ``<consumequeue root>/<topic>/<queueId>/`` and are named by the logical byte offset
+of their first unit. An all-zero unit (``offset=0, size=0``) marks the end of data; pre-blank
+units ``(0, 0x7FFFFFFF, 0)`` fill the head of a queue whose first unit lands past offset 0.
+
+Units of measure, used consistently below: *index* / *queue offset* = entries; *logic offset* =
+bytes (index * 20); *phy* / *commit log offset* = bytes in the CommitLog.
+
+Where 4.9.8 and 5.3.3 differ (``correct_min_offset``, ``get_offset_in_queue_by_time``) both
+algorithms are here, chosen by ``rocketmq_version``; everything else is identical in both.
+
+Thread-safety: like RocketMQ's, one thread appends (the dispatcher) while others read; readers
+hold the mapped file through ``SelectMappedBufferResult``. Recovery, truncation and deletion are
+not safe against concurrent appends (RocketMQ runs them before the dispatcher starts, or from
+the single clean-up thread).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from rmqlab.codec.consume_queue_unit import (
+    CQ_STORE_UNIT_SIZE,
+    CQ_UNIT_DTYPE,
+    PRE_BLANK_UNIT,
+    pack_unit,
+    units_view,
+    unpack_unit,
+)
+from rmqlab.codec.names import validate_topic
+from rmqlab.errors import ConfigError, ReadOnlyStore
+from rmqlab.events import EventBus, RecoveryStep
+from rmqlab.files.mapped_file_queue import MappedFileQueue
+
+if TYPE_CHECKING:
+    from rmqlab.files.mapped_file import MappedFile, SelectMappedBufferResult
+
+__all__ = [
+    "CQ_STORE_UNIT_SIZE",
+    "LOWER",
+    "UPPER",
+    "ConsumeQueue",
+    "OrderWarning",
+    "PickupStoreTimestamp",
+]
+
+log = logging.getLogger(__name__)
+
+_UNIT = CQ_STORE_UNIT_SIZE
+_TOPIC_DIR_MAX = 255
+LOWER = "LOWER"  # BoundaryType.LOWER: the first offset whose store time is >= the timestamp
+UPPER = "UPPER"  # BoundaryType.UPPER: the last offset whose store time is <= the timestamp
+
+#: ``pickup_store_timestamp(commit_log_offset, size)`` -> the record's store timestamp in ms, or
+#: -1 when the record is not (or no longer) in the CommitLog (``CommitLog.pickupStoreTimestamp``).
+PickupStoreTimestamp = Callable[[int, int], int]
+
+
+@dataclass(frozen=True, slots=True)
+class OrderWarning:
+    """``[BUG]logic queue order maybe wrong``: a unit whose queue offset was not the next one.
+
+    RocketMQ logs it and appends the unit at ``current_logic_offset`` anyway; so does rmqlab.
+    Offsets are logic offsets (bytes, queue offset * 20).
+    """
+
+    expect_logic_offset: int
+    current_logic_offset: int
+    commit_log_offset: int
+    size: int
+
+
+def _first_at_or_above(buf: memoryview, min_phy: int) -> int:
+    """Index of the first unit in ``buf`` whose commit log offset is >= ``min_phy``, or -1.
+
+    The numpy views die on return, so the caller can release ``buf`` right after.
+    """
+    hits = np.flatnonzero(units_view(buf)["commit_log_offset"] >= min_phy)
+    return int(hits[0]) if hits.size else -1
+
+
+def _java_div(a: int, b: int) -> int:
+    """Java's ``long / long``: truncates toward zero (``-1 / 20 == 0``, not -1)."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def _java_long(x: int) -> int:
+    """Wrap to a signed 64-bit value, as Java ``long`` arithmetic does."""
+    return ((x + (1 << 63)) & ((1 << 64) - 1)) - (1 << 63)
+
+
+class ConsumeQueue:
+    """One topic/queue's consume queue (RocketMQ ``ConsumeQueue``, file-based "SimpleCQ").
+
+    Invariants kept between calls: every file's positions are multiples of 20; the queue's
+    files are contiguous (``from`` values ``fileSize`` apart); ``min_logic_offset`` is a logic
+    offset (bytes) and is 0 until ``fill_pre_blank``/``correct_min_offset`` move it;
+    ``max_physic_offset`` is the end (``offset + size``) of the last unit appended or recovered,
+    -1 when unknown.
+    """
+
+    def __init__(
+        self,
+        topic: str,
+        queue_id: int,
+        store_path: str,
+        mapped_file_size: int,
+        *,
+        rocketmq_version: str = "4.9.8",
+        read_only: bool = False,
+        bus: EventBus | None = None,
+    ) -> None:
+        # Like codec.names.consume_queue_dir: RocketMQ's charset (so the name is one safe path
+        # component), up to 255 chars because broker-made retry/DLQ topics may exceed 127.
+        validate_topic(topic, max_length=_TOPIC_DIR_MAX)
+        if isinstance(queue_id, bool) or not isinstance(queue_id, int) or queue_id < 0:
+            raise ValueError(f"queue id must be a non-negative int, got {queue_id!r}")
+        if mapped_file_size <= 0 or mapped_file_size % _UNIT:
+            raise ConfigError(
+                f"consume queue file size must be a positive multiple of {_UNIT}, "
+                f"not {mapped_file_size}"
+            )
+        if not rocketmq_version.startswith(("4.", "5.")):
+            raise ConfigError(f"unknown rocketmq_version {rocketmq_version!r}")
+        self.topic = topic
+        self.queue_id = queue_id
+        self.store_path = store_path
+        self.mapped_file_size = mapped_file_size
+        self.rocketmq_version = rocketmq_version
+        self.read_only = read_only
+        self.bus = bus
+        self.queue_dir = os.path.join(os.fspath(store_path), topic, str(queue_id))
+        self.name = f"consumequeue/{topic}/{queue_id}"
+        self.mapped_file_queue = MappedFileQueue(
+            self.queue_dir, mapped_file_size, None, read_only=read_only, bus=bus, name=self.name
+        )
+        self.max_physic_offset = -1
+        self.min_logic_offset = 0
+        self.order_warnings: list[OrderWarning] = []
+        self.duplicates_skipped = 0
+        # 5.x caches each file's first/last store time on the MappedFile (start/stopTimestamp);
+        # keyed here by id(file), the file object kept alive in the value so ids are not reused.
+        self._file_times: dict[int, tuple[MappedFile, int, int]] = {}
+
+    def __repr__(self) -> str:
+        files = len(self.mapped_file_queue.mapped_files)
+        return (
+            f"ConsumeQueue({self.topic!r}, {self.queue_id}, min={self.get_min_offset_in_queue()}, "
+            f"max={self.get_max_offset_in_queue()}, files={files})"
+        )
+
+    @property
+    def is_v4(self) -> bool:
+        return self.rocketmq_version.startswith("4.")
+
+    def _check_writable(self, what: str) -> None:
+        if self.read_only:
+            raise ReadOnlyStore(f"{self.name}: cannot {what} a read-only consume queue")
+
+    # --- load / recover ----------------------------------------------------------------------
+
+    def load(self) -> bool:
+        """Map every file of the queue dir (each gets wrote = committed = flushed = fileSize)."""
+        return self.mapped_file_queue.load()
+
+    def recover(self) -> None:
+        """Find the end of valid units and cut the tail there (spec §3.3).
+
+        Only the last three files are scanned; earlier ones are trusted. A unit is valid when
+        ``offset >= 0 and size > 0`` (pre-blank units are valid). Sets ``max_physic_offset`` to
+        the end of the last valid unit seen, ``flushed_where``/``committed_where`` to the end of
+        valid data, and truncates (logically: bytes are not zeroed) or deletes what lies after.
+        """
+        mfq = self.mapped_file_queue
+        files = mfq.mapped_files
+        if not files:
+            return
+        index = max(0, len(files) - 3)
+        mf = files[index]
+        process_offset = mf.file_from_offset
+        mf_offset = 0
+        while True:
+            valid_units, last_end = self._scan_valid_prefix(mf)
+            if valid_units:
+                mf_offset = valid_units * _UNIT
+                self.max_physic_offset = last_end
+            if mf_offset == self.mapped_file_size:
+                index += 1
+                if index >= len(files):
+                    break
+                mf = files[index]
+                process_offset = mf.file_from_offset
+                mf_offset = 0
+            else:
+                break
+        process_offset += mf_offset
+        mfq.flushed_where = process_offset
+        mfq.committed_where = process_offset
+        if self.read_only:
+            self._truncate_in_memory(process_offset)
+        else:
+            mfq.truncate_dirty_files(process_offset)
+        if self.bus is not None and self.bus.active:
+            self.bus.publish(
+                RecoveryStep(
+                    "consume_queue", mf.file_name, process_offset, "truncate",
+                    f"{self.name}: end of the valid units",
+                )
+            )
+
+    def _truncate_in_memory(self, offset: int) -> None:
+        """``truncateDirtyFiles`` for a read-only queue: same positions, and the files past
+        ``offset`` are unmapped and dropped from the list instead of deleted (disk untouched)."""
+        mfq = self.mapped_file_queue
+        dropped = []
+        for mf in mfq.mapped_files:
+            if mf.file_from_offset + self.mapped_file_size <= offset:
+                continue
+            if offset >= mf.file_from_offset:
+                self._set_positions(mf, offset % self.mapped_file_size)
+            else:
+                mf.close()
+                dropped.append(mf)
+        mfq.delete_files(dropped)
+
+    def _scan_valid_prefix(self, mf: MappedFile) -> tuple[int, int]:
+        """(number of leading valid units in the whole file, end phy of the last of them).
+
+        Vectorised over the file's units (a 6 MB file holds 300,000 of them).
+        """
+        units = units_view(mf.buffer[: self.mapped_file_size])
+        offsets = units["commit_log_offset"]
+        sizes = units["size"]
+        invalid = np.flatnonzero((offsets < 0) | (sizes <= 0))
+        count = int(invalid[0]) if invalid.size else len(units)
+        if count == 0:
+            return 0, -1
+        return count, int(offsets[count - 1]) + int(sizes[count - 1])
+
+    # --- append ------------------------------------------------------------------------------
+
+    def put_message_position_info(
+        self, offset: int, size: int, tags_code: int, cq_offset: int
+    ) -> bool:
+        """Append the unit ``(offset, size, tags_code)`` as queue offset ``cq_offset`` (spec §3.2).
+
+        Returns True when the unit is stored or was already there (a unit ending at or before
+        ``max_physic_offset``, or a queue offset below the current end, is skipped: that is how
+        re-dispatch after a crash stays idempotent). A queue offset *past* the current end is
+        appended at the current end anyway and recorded in ``order_warnings``. False only when
+        no file could be created or the append did not fit.
+        """
+        self._check_writable("append to")
+        if offset + size <= self.max_physic_offset:
+            self.duplicates_skipped += 1
+            return True
+        expect = cq_offset * _UNIT
+        mf = self.mapped_file_queue.get_last_mapped_file_for(expect)
+        if mf is None:
+            return False
+        if mf.first_create_in_queue and cq_offset != 0 and mf.wrote_position == 0:
+            self.min_logic_offset = expect
+            self.mapped_file_queue.flushed_where = expect
+            self.mapped_file_queue.committed_where = expect
+            self._fill_pre_blank(mf, expect)
+        if cq_offset != 0:
+            current = mf.file_from_offset + mf.wrote_position
+            if expect < current:
+                self.duplicates_skipped += 1
+                return True
+            if expect != current:
+                log.warning(
+                    "[BUG]logic queue order maybe wrong, expectLogicOffset: %d "
+                    "currentLogicOffset: %d Topic: %s QID: %d Diff: %d",
+                    expect, current, self.topic, self.queue_id, expect - current,
+                )
+                self.order_warnings.append(OrderWarning(expect, current, offset, size))
+        self.max_physic_offset = offset + size
+        return bool(mf.append_message(pack_unit(offset, size, tags_code)))
+
+    def _fill_pre_blank(self, mf: MappedFile, until_where: int) -> None:
+        """Append pre-blank units from position 0 up to ``until_where % fileSize`` (exclusive)."""
+        until = until_where % self.mapped_file_size
+        if until:
+            mf.append_message(PRE_BLANK_UNIT * (until // _UNIT))
+
+    # --- reading -----------------------------------------------------------------------------
+
+    def get_index_buffer(self, start_index: int) -> SelectMappedBufferResult | None:
+        """Units from queue offset ``start_index`` to the read position of *its* file.
+
+        None when ``start_index`` is below ``min_logic_offset``, outside the loaded files, or at
+        or past the file's read position. The caller must ``release()`` the result (or use it as
+        a context manager). Never spans two files: readers move to the next file themselves
+        (``roll_next_file``).
+        """
+        offset = start_index * _UNIT
+        if offset < self.min_logic_offset:
+            return None
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(offset)
+        if mf is None:
+            return None
+        return mf.select_mapped_buffer(offset % self.mapped_file_size)
+
+    def get_unit(self, index: int) -> tuple[int, int, int] | None:
+        """``(commit_log_offset, size, tags_code)`` at queue offset ``index``, or None.
+
+        Same visibility as ``get_index_buffer`` (None below ``min_logic_offset`` and past the
+        end). Tags codes that are ext addresses are returned as stored.
+        """
+        sbr = self.get_index_buffer(index)
+        if sbr is None:
+            return None
+        try:
+            return unpack_unit(sbr.buffer, 0)
+        finally:
+            sbr.release()
+
+    def units(self, start_index: int | None = None, end_index: int | None = None) -> np.ndarray:
+        """Units ``[start_index, end_index)`` as a ``CQ_UNIT_DTYPE`` array, for inspection.
+
+        Defaults: from the first unit of the first loaded file (so pre-blank and expired units
+        are included; compare with ``get_min_offset_in_queue()``) to ``get_max_offset_in_queue()``.
+        The range is clipped to what the files hold and can be read. Within one file the result
+        is a zero-copy view over the mapping: copy it before the file is deleted or the queue is
+        shut down. A range spanning files is concatenated (a copy).
+        """
+        files = self.mapped_file_queue.mapped_files
+        if not files:
+            return np.empty(0, dtype=CQ_UNIT_DTYPE)
+        first_index = files[0].file_from_offset // _UNIT
+        start = first_index if start_index is None else max(start_index, first_index)
+        end = self.get_max_offset_in_queue() if end_index is None else end_index
+        parts: list[np.ndarray] = []
+        for mf in files:
+            lo = max(start * _UNIT, mf.file_from_offset)
+            hi = min(end * _UNIT, mf.file_from_offset + mf.read_position)
+            if lo < hi:
+                a, b = lo - mf.file_from_offset, hi - mf.file_from_offset
+                parts.append(units_view(mf.buffer[a:b]))
+        if not parts:
+            return np.empty(0, dtype=CQ_UNIT_DTYPE)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def get_min_offset_in_queue(self) -> int:
+        """``minLogicOffset / 20``: the first queue offset consumers may read."""
+        return self.min_logic_offset // _UNIT
+
+    def get_max_offset_in_queue(self) -> int:
+        """``(lastFile.from + lastFile.readPosition) / 20``: one past the last unit (0 if empty)."""
+        return self.mapped_file_queue.get_max_offset() // _UNIT
+
+    def get_message_total_in_queue(self) -> int:
+        return self.get_max_offset_in_queue() - self.get_min_offset_in_queue()
+
+    def get_last_offset(self) -> int:
+        """End phy (``offset + size``) of the last valid unit of the last file, -1 if none.
+
+        Scans forward from the unit before the last file's write position, as RocketMQ does
+        (Java reads past a full file's end and throws; here the scan stops at the file end).
+        """
+        mf = self.mapped_file_queue.get_last_mapped_file()
+        if mf is None:
+            return -1
+        position = max(mf.wrote_position - _UNIT, 0)
+        units = units_view(mf.buffer[position : self.mapped_file_size])
+        last = -1
+        for off, size in zip(
+            units["commit_log_offset"].tolist(), units["size"].tolist(), strict=True
+        ):
+            if off >= 0 and size > 0:
+                last = off + size
+            else:
+                break
+        return last
+
+    def roll_next_file(self, index: int) -> int:
+        """The first queue offset of the file after the one holding ``index`` (golden #21)."""
+        units_per_file = self.mapped_file_size // _UNIT
+        return index + units_per_file - index % units_per_file
+
+    # --- min offset ----------------------------------------------------------------------------
+
+    def correct_min_offset(self, min_phy: int) -> None:
+        """Move ``min_logic_offset`` to the first unit pointing at or past ``min_phy`` (spec §3.4).
+
+        ``min_phy`` is the CommitLog's min offset. 4.9.8 scans the first file linearly; 5.3.3
+        has early exits and a binary search (and can point past the end when every unit expired).
+        """
+        if self.is_v4:
+            self._correct_min_offset_v4(min_phy)
+        else:
+            self._correct_min_offset_v5(min_phy)
+
+    def _correct_min_offset_v4(self, min_phy: int) -> None:
+        mf = self.mapped_file_queue.get_first_mapped_file()
+        if mf is None:
+            return
+        sbr = mf.select_mapped_buffer(0)
+        if sbr is None:
+            return
+        with sbr:
+            first = _first_at_or_above(sbr.buffer, min_phy)
+        if first >= 0:
+            self.min_logic_offset = mf.file_from_offset + first * _UNIT
+
+    def _correct_min_offset_v5(self, min_phy: int) -> None:
+        mfq = self.mapped_file_queue
+        if self.min_logic_offset >= mfq.get_max_offset():
+            return  # "contains no valid entries"
+        last = mfq.get_last_mapped_file()
+        if last is None:
+            return
+        read_position = last.read_position
+        if read_position >= _UNIT:
+            record = last.select_mapped_buffer(read_position - _UNIT, _UNIT)
+            if record is not None:
+                with record:
+                    last_phy = unpack_unit(record.buffer, 0)[0]
+                if last_phy < min_phy:
+                    # Every unit expired: point past the end, keeping the largest known offset.
+                    self.min_logic_offset = last.file_from_offset + read_position
+                    return
+        first = mfq.get_first_mapped_file()
+        if first is None:
+            return
+        start = self.min_logic_offset - first.file_from_offset
+        intact = start >= 0
+        start = max(start, 0)
+        if start > first.read_position:
+            return  # "[Bug][InconsistentState] file should have been deleted"
+        sbr = first.select_mapped_buffer(start)
+        if sbr is None:
+            return
+        with sbr:
+            if sbr.size == 0:
+                return
+            buf = sbr.buffer
+
+            def phy(pos: int) -> int:
+                return unpack_unit(buf, pos)[0]
+
+            if intact and phy(0) >= min_phy:
+                return  # the previous min offset is still valid
+            low, high = 0, sbr.size - _UNIT
+            while high - low > _UNIT:
+                mid = (low + high) // 2 // _UNIT * _UNIT
+                value = phy(mid)
+                if value > min_phy:
+                    high = mid
+                elif value == min_phy:
+                    low = high = mid
+                    break
+                else:
+                    low = mid
+            for i in range(low, high + 1, _UNIT):
+                if phy(i) >= min_phy:
+                    self.min_logic_offset = first.file_from_offset + start + i
+                    break
+
+    # --- by time -------------------------------------------------------------------------------
+
+    def get_offset_in_queue_by_time(
+        self,
+        timestamp: int,
+        *,
+        commit_log_min_offset: int,
+        pickup_store_timestamp: PickupStoreTimestamp,
+        boundary: str = LOWER,
+    ) -> int:
+        """The queue offset for store time ``timestamp`` (ms), exactly as RocketMQ answers.
+
+        4.9.8 picks the file by filesystem mtime (first file with mtime >= timestamp, else the
+        last) and returns the nearest match inside it; ``boundary`` must be ``"LOWER"`` (4.9.8
+        has no boundary types). 5.3.3 picks the file by store times and returns the LOWER or
+        UPPER boundary. Units below ``commit_log_min_offset`` are skipped by the search; a
+        store time of -1 from ``pickup_store_timestamp`` ends the search with 0. Spec §3.5.
+        """
+        if boundary not in (LOWER, UPPER):
+            raise ValueError(f"boundary must be {LOWER!r} or {UPPER!r}, not {boundary!r}")
+        if self.is_v4:
+            if boundary != LOWER:
+                raise ValueError("RocketMQ 4.9.8 has no boundary types; use boundary='LOWER'")
+            return self._offset_by_time_v4(timestamp, commit_log_min_offset, pickup_store_timestamp)
+        mf = self._file_by_time_v5(timestamp, pickup_store_timestamp, boundary)
+        if mf is None:
+            return 0
+        return self._offset_by_time_v5(
+            mf, timestamp, commit_log_min_offset, pickup_store_timestamp, boundary
+        )
+
+    def _offset_by_time_v4(self, ts: int, cl_min: int, pickup: PickupStoreTimestamp) -> int:
+        mf = self.mapped_file_queue.get_mapped_file_by_time(ts)
+        if mf is None:
+            return 0
+        low = max(0, self.min_logic_offset - mf.file_from_offset)
+        sbr = mf.select_mapped_buffer(0)
+        if sbr is None:
+            return 0
+        with sbr:
+            buf = sbr.buffer
+            high = sbr.size - _UNIT
+            target = left = right = -1
+            left_value = right_value = -1
+            # Nearest-match binary search; units below the CommitLog min move the search right.
+            while high >= low:
+                mid = (low + high) // (2 * _UNIT) * _UNIT
+                phy, size, _ = unpack_unit(buf, mid)
+                if phy < cl_min:
+                    low, left = mid + _UNIT, mid
+                    continue
+                store_time = pickup(phy, size)
+                if store_time < 0:
+                    return 0
+                if store_time == ts:
+                    target = mid
+                    break
+                if store_time > ts:
+                    high, right, right_value = mid - _UNIT, mid, store_time
+                else:
+                    low, left, left_value = mid + _UNIT, mid, store_time
+            if target != -1:
+                offset = target
+            elif left_value == -1:
+                offset = right
+            elif right_value == -1:
+                offset = left
+            else:
+                far_left = abs(_java_long(ts - left_value)) > abs(_java_long(ts - right_value))
+                offset = right if far_left else left
+            return _java_div(mf.file_from_offset + offset, _UNIT)
+
+    def _times_of(
+        self, mf: MappedFile, is_last: bool, pickup: PickupStoreTimestamp
+    ) -> tuple[int, int]:
+        """(startTimestamp, stopTimestamp) of a file, -1 while unknown; cached once known (>0)."""
+        _, start, stop = self._file_times.get(id(mf), (mf, -1, -1))
+        if start < 0:
+            start = self._store_time_at(mf, 0, pickup)
+        if not is_last and stop < 0:
+            stop = self._store_time_at(mf, self.mapped_file_size - _UNIT, pickup)
+        self._file_times[id(mf)] = (mf, start, stop)
+        return start, stop
+
+    @staticmethod
+    def _store_time_at(mf: MappedFile, pos: int, pickup: PickupStoreTimestamp) -> int:
+        sbr = mf.select_mapped_buffer(pos, _UNIT)
+        if sbr is None:
+            return -1
+        with sbr:
+            phy, size, _ = unpack_unit(sbr.buffer, 0)
+        store_time = pickup(phy, size)
+        return store_time if store_time > 0 else -1
+
+    def _file_by_time_v5(
+        self, ts: int, pickup: PickupStoreTimestamp, boundary: str
+    ) -> MappedFile | None:
+        """``MappedFileQueue.getConsumeQueueMappedFileByTime`` (5.x)."""
+        files = list(self.mapped_file_queue.mapped_files)
+        if not files:
+            return None
+        alive = {id(mf) for mf in files}
+        for key in list(self._file_times):
+            if key not in alive:
+                self._file_times.pop(key, None)
+        times = [(0, 0)] * len(files)
+        for i in range(len(files) - 1, -1, -1):
+            times[i] = self._times_of(files[i], i == len(files) - 1, pickup)
+        if boundary == LOWER:
+            for i in range(len(files) - 1):
+                if times[i][1] >= ts:
+                    return files[i]
+            return files[-1]
+        for i in range(len(files) - 1, -1, -1):
+            if times[i][0] <= ts:  # an unknown start time (-1) matches too, as in Java
+                return files[i]
+        return None
+
+    def _offset_by_time_v5(
+        self,
+        mf: MappedFile,
+        ts: int,
+        cl_min: int,
+        pickup: PickupStoreTimestamp,
+        boundary: str,
+    ) -> int:
+        """``ConsumeQueue.binarySearchInQueueByTime`` (5.x)."""
+        base = mf.file_from_offset
+        low = max(0, self.min_logic_offset - base)
+        size_limit = self.mapped_file_size
+        if mf.wrote_position not in (0, self.mapped_file_size):
+            size_limit = mf.wrote_position  # the last file, still being written
+        sbr = mf.select_mapped_buffer(0, size_limit)
+        if sbr is None:
+            return 0
+        with sbr:
+            buf = sbr.buffer
+
+            def store_time(pos: int) -> int:
+                phy, size, _ = unpack_unit(buf, pos)
+                return pickup(phy, size)
+
+            ceiling = sbr.size - _UNIT
+            floor, high = low, ceiling
+            if store_time(ceiling) < ts:
+                return _java_div(base + ceiling + (_UNIT if boundary == LOWER else 0), _UNIT)
+            if floor > ceiling:
+                return 0  # Java positions past the buffer limit here and throws
+            if store_time(floor) > ts:
+                return _java_div(base, _UNIT) if boundary == LOWER else 0
+            target = left = right = -1
+            while high >= low:
+                mid = (low + high) // (2 * _UNIT) * _UNIT
+                phy, size, _ = unpack_unit(buf, mid)
+                if phy < cl_min:
+                    low, left = mid + _UNIT, mid
+                    continue
+                t = pickup(phy, size)
+                if t < 0:
+                    return 0
+                if t == ts:
+                    target = mid
+                    break
+                if t > ts:
+                    high, right = mid - _UNIT, mid
+                else:
+                    low, left = mid + _UNIT, mid
+            if target != -1:
+                # One exact hit; neighbours may share the store time: walk to the boundary.
+                offset = target
+                step = -_UNIT if boundary == LOWER else _UNIT
+                while floor <= offset + step <= ceiling and store_time(offset + step) == ts:
+                    offset += step
+            else:
+                offset = right if boundary == LOWER else left
+            return _java_div(base + offset, _UNIT)
+
+    # --- truncate / delete -------------------------------------------------------------------
+
+    def truncate_dirty_logic_files(self, phy_offset: int) -> None:
+        """Drop units pointing at or past ``phy_offset`` (the CommitLog's new end), spec §3.6.
+
+        Works backwards from the last file: a last file whose first unit points at or past
+        ``phy_offset`` is deleted and the next last file examined; otherwise the file's positions
+        are set just past its last kept unit. Unit 0 of a file is kept without the ``size > 0``
+        test (RocketMQ 4.9.8/5.3.3). ``max_physic_offset`` ends at the last kept unit's end, or
+        ``phy_offset`` when nothing was kept. Bytes are not zeroed.
+        """
+        self._check_writable("truncate")
+        mfq = self.mapped_file_queue
+        self.max_physic_offset = phy_offset
+        while True:
+            mf = mfq.get_last_mapped_file()
+            if mf is None:
+                break
+            self._set_positions(mf, 0)
+            units = units_view(mf.buffer[: self.mapped_file_size])
+            offsets = units["commit_log_offset"]
+            sizes = units["size"]
+            if int(offsets[0]) >= phy_offset:
+                if self.bus is not None and self.bus.active:
+                    self.bus.publish(RecoveryStep(
+                        "consume_queue", mf.file_name, mf.file_from_offset, "delete",
+                        f"{self.name}: first unit points at or past {phy_offset}",
+                    ))
+                mfq.delete_last_mapped_file()
+                continue
+            # Units 1.. are kept while valid and below phy_offset (vectorised; a file holds up
+            # to 300,000 units).
+            stop = (offsets[1:] < 0) | (sizes[1:] <= 0) | (offsets[1:] >= phy_offset)
+            hits = np.flatnonzero(stop)
+            kept = 1 + (int(hits[0]) if hits.size else len(units) - 1)
+            self._set_positions(mf, kept * _UNIT)
+            self.max_physic_offset = int(offsets[kept - 1]) + int(sizes[kept - 1])
+            if self.bus is not None and self.bus.active:
+                self.bus.publish(RecoveryStep(
+                    "consume_queue", mf.file_name, mf.file_from_offset + kept * _UNIT,
+                    "truncate", f"{self.name}: units below {phy_offset} kept",
+                ))
+            break
+
+    @staticmethod
+    def _set_positions(mf: MappedFile, pos: int) -> None:
+        mf.set_wrote_position(pos)
+        mf.set_committed_position(pos)
+        mf.set_flushed_position(pos)
+
+    def delete_expired_file(self, min_phy: int) -> int:
+        """Delete leading files whose last unit points below ``min_phy`` (never the last file),
+        then ``correct_min_offset(min_phy)``. Returns the number of files deleted (spec §3.6)."""
+        self._check_writable("delete files of")
+        count = self.mapped_file_queue.delete_expired_file_by_offset(min_phy, _UNIT)
+        self.correct_min_offset(min_phy)
+        return int(count)
+
+    # --- flush / lifecycle -----------------------------------------------------------------------
+
+    def flush(self, flush_least_pages: int) -> bool:
+        """Flush the file holding ``flushed_where``; True iff nothing moved (RocketMQ's result)."""
+        return bool(self.mapped_file_queue.flush(flush_least_pages))
+
+    def destroy(self) -> None:
+        """Delete every file of the queue and reset the offsets (``ConsumeQueue.destroy``)."""
+        self._check_writable("destroy")
+        self.max_physic_offset = -1
+        self.min_logic_offset = 0
+        self._file_times.clear()
+        self.mapped_file_queue.destroy()
+
+    def shutdown(self) -> None:
+        """Mark the files unavailable; each is unmapped once its last reader releases it.
+
+        Nothing is deleted; the queue is not usable afterwards (open a new one to reload).
+        """
+        self._file_times.clear()
+        self.mapped_file_queue.shutdown(0)

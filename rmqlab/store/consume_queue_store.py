@@ -1,0 +1,205 @@
+"""ConsumeQueueStore: the table of every topic/queue's ConsumeQueue under ``consumequeue/``.
+
+RocketMQ 4.9.8 keeps this table inside ``DefaultMessageStore`` (``consumeQueueTable``,
+``loadConsumeQueue``, ``recoverConsumeQueue``, ``recoverTopicQueueTable``, ``destroyLogics``);
+5.x moved it to ``queue/ConsumeQueueStore``. The behaviour is the same for file-based queues;
+this module follows it (spec §6.1, §6.5, §8.2).
+
+Directory rules when loading (spec §1): ``<root>/<topic>/<queueId>/``; entries of the root that
+are not directories (5.x RocksDB files such as ``CURRENT``, ``*.sst``) are skipped, and so are
+queue dirs whose name Java's ``Integer.parseInt`` rejects. Topic dirs whose name is not a valid
+topic are skipped too (rmqlab: a name that could escape the store never becomes a path) and
+listed in ``skipped``.
+
+Thread-safety: ``find_consume_queue`` may be called from several threads (creation is locked);
+the bulk operations (load, recover, truncate, delete, destroy) expect no concurrent appends.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Callable, Iterator
+
+from rmqlab.errors import InvalidTopic
+from rmqlab.events import EventBus
+from rmqlab.store.consume_queue import ConsumeQueue
+
+__all__ = ["ConsumeQueueStore"]
+
+_JAVA_INT = re.compile(r"[+-]?[0-9]+")
+
+
+def _parse_java_int(name: str) -> int | None:
+    """``Integer.parseInt(name)``: optional sign, ASCII digits, within int32; else None."""
+    if not _JAVA_INT.fullmatch(name):
+        return None
+    value = int(name)
+    return value if -(2**31) <= value < 2**31 else None
+
+
+class ConsumeQueueStore:
+    """``consume_queue_table[topic][queue_id] -> ConsumeQueue`` plus the store-wide operations."""
+
+    def __init__(
+        self,
+        store_path: str,
+        mapped_file_size: int,
+        *,
+        rocketmq_version: str = "4.9.8",
+        read_only: bool = False,
+        bus: EventBus | None = None,
+    ) -> None:
+        self.store_path = store_path
+        self.mapped_file_size = mapped_file_size
+        self.rocketmq_version = rocketmq_version
+        self.read_only = read_only
+        self.bus = bus
+        self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
+        self.skipped: list[tuple[str, str]] = []  # (path, reason) of dirs load() ignored
+        self._lock = threading.Lock()
+
+    def _new_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        return ConsumeQueue(
+            topic,
+            queue_id,
+            self.store_path,
+            self.mapped_file_size,
+            rocketmq_version=self.rocketmq_version,
+            read_only=self.read_only,
+            bus=self.bus,
+        )
+
+    def find_consume_queue(
+        self, topic: str, queue_id: int, create: bool = True
+    ) -> ConsumeQueue | None:
+        """The queue for ``topic``/``queue_id``; created (empty, no file yet) when missing and
+        ``create`` is true, as RocketMQ does on first dispatch or first read.
+
+        Raises ``InvalidTopic`` for a topic name RocketMQ would reject.
+        """
+        queues = self.consume_queue_table.get(topic)
+        if queues is not None:
+            cq = queues.get(queue_id)
+            if cq is not None or not create:
+                return cq
+        elif not create:
+            return None
+        with self._lock:
+            cq = self.consume_queue_table.get(topic, {}).get(queue_id)
+            if cq is None:
+                cq = self._new_queue(topic, queue_id)  # validates first: no entry if invalid
+                self.consume_queue_table.setdefault(topic, {})[queue_id] = cq
+            return cq
+
+    def all_queues(self) -> Iterator[tuple[str, int, ConsumeQueue]]:
+        """``(topic, queue_id, cq)`` for every queue, topics and ids in table order."""
+        for topic, queues in list(self.consume_queue_table.items()):
+            for queue_id, cq in list(queues.items()):
+                yield topic, queue_id, cq
+
+    # --- load / recover ----------------------------------------------------------------------
+
+    def load(self) -> bool:
+        """Create and load a ConsumeQueue for every ``<topic>/<int queueId>/`` dir.
+
+        False as soon as one queue fails to load (a file of the wrong size), as RocketMQ does.
+        A missing root is an empty store (True).
+        """
+        if not os.path.isdir(self.store_path):
+            return True
+        for topic in sorted(os.listdir(self.store_path)):
+            topic_dir = os.path.join(self.store_path, topic)
+            if not os.path.isdir(topic_dir):
+                continue
+            for name in sorted(os.listdir(topic_dir)):
+                queue_dir = os.path.join(topic_dir, name)
+                queue_id = _parse_java_int(name)
+                if queue_id is None or not os.path.isdir(queue_dir):
+                    continue
+                try:
+                    cq = self.find_consume_queue(topic, queue_id)
+                except InvalidTopic as exc:
+                    self.skipped.append((topic_dir, exc.reason))
+                    break
+                assert cq is not None
+                if not cq.load():
+                    return False
+        return True
+
+    def recover(self) -> int:
+        """``recover()`` every queue; returns the max ``max_physic_offset`` (-1 if none)."""
+        for _, _, cq in self.all_queues():
+            cq.recover()
+        return self.get_max_phy_offset_in_consume_queue()
+
+    def get_max_phy_offset_in_consume_queue(self) -> int:
+        return max((cq.max_physic_offset for _, _, cq in self.all_queues()), default=-1)
+
+    def recover_topic_queue_table(self, min_phy: int) -> dict[str, int]:
+        """``"<topic>-<queueId>" -> max offset in queue`` for every queue, then
+        ``correct_min_offset(min_phy)`` on each (``recoverTopicQueueTable``, spec §6.5).
+        ``min_phy`` is the CommitLog's min offset."""
+        table: dict[str, int] = {}
+        for topic, queue_id, cq in self.all_queues():
+            table[f"{topic}-{queue_id}"] = cq.get_max_offset_in_queue()
+            cq.correct_min_offset(min_phy)
+        return table
+
+    # --- write path --------------------------------------------------------------------------
+
+    def put_message_position_info(
+        self, topic: str, queue_id: int, offset: int, size: int, tags_code: int, cq_offset: int
+    ) -> bool:
+        """Dispatch one unit to its queue (creating the queue if needed); see ConsumeQueue."""
+        cq = self.find_consume_queue(topic, queue_id)
+        assert cq is not None
+        return cq.put_message_position_info(offset, size, tags_code, cq_offset)
+
+    # --- truncate / clean --------------------------------------------------------------------
+
+    def truncate_dirty_logic_files(self, phy_offset: int) -> None:
+        """``truncate_dirty_logic_files(phy_offset)`` on every queue (CommitLog ends there)."""
+        for _, _, cq in self.all_queues():
+            cq.truncate_dirty_logic_files(phy_offset)
+
+    def correct_min_offsets(self, min_phy: int) -> None:
+        for _, _, cq in self.all_queues():
+            cq.correct_min_offset(min_phy)
+
+    def delete_expired_files(
+        self, min_phy: int, sleep_between: Callable[[], object] | None = None
+    ) -> int:
+        """``deleteExpiredFile(min_phy)`` on every queue (CleanConsumeQueueService, spec §8.2).
+
+        ``sleep_between`` is called after each queue that deleted something (RocketMQ sleeps
+        ``deleteConsumeQueueFilesInterval`` = 100 ms there). Returns the total files deleted.
+        """
+        total = 0
+        for _, _, cq in self.all_queues():
+            deleted = cq.delete_expired_file(min_phy)
+            total += deleted
+            if deleted > 0 and sleep_between is not None:
+                sleep_between()
+        return total
+
+    # --- flush / lifecycle -------------------------------------------------------------------
+
+    def flush(self, least_pages: int) -> bool:
+        """Flush every queue; True iff no queue had anything to flush."""
+        result = True
+        for _, _, cq in self.all_queues():
+            result = cq.flush(least_pages) and result
+        return result
+
+    def destroy(self) -> None:
+        """Delete every queue's files and empty the table (``destroyLogics``)."""
+        for _, _, cq in self.all_queues():
+            cq.destroy()
+        self.consume_queue_table.clear()
+
+    def shutdown(self) -> None:
+        """Unmap every queue's files (nothing is deleted)."""
+        for _, _, cq in self.all_queues():
+            cq.shutdown()

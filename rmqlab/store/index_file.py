@@ -1,0 +1,389 @@
+"""IndexFile: one hash-indexed file of ``index/`` — put a key, walk a slot's chain (spec §4.1-4.4).
+
+Layout (``rmqlab.codec.index_layout``; sizes for ``hash_slot_num`` slots and ``index_num`` items)::
+
+    0                 40                      40 + 4*slots             + 20*n
+    | header (40 B)   | slot table (4 B each) | item 0 (unused) | item 1 | ... | item index_num-1 |
+      begin/end ts,     newest item number      key_hash  >i4
+      begin/end phy,    of the slot, 0 = empty  phy       >i8
+      slot count,                               time_diff >i4   seconds after begin_timestamp
+      index count                               prev      >i4   older item of the same slot, 0 = end
+
+Each slot heads a LIFO chain: ``slot -> newest item -> prev -> ... -> oldest``. Keys that share a
+slot share a chain; keys with the same hash are told apart by nobody (RocketMQ's callers re-check
+the decoded message's keys), so a query returns every item whose ``key_hash`` and reconstructed
+time (``begin_timestamp + time_diff * 1000``) match.
+
+The header lives in memory as plain ints and is written through to the mapped buffer on every
+change (one 40-byte ``pack_into``); ``flush()`` rewrites it and forces the mapping.
+
+Thread-safety: like RocketMQ, one writer (the dispatch thread) and any number of readers without
+a lock; a reader holds the mapped file (``hold``/``release``) so it cannot be unmapped under it.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+
+from rmqlab.codec.index_layout import (
+    HASH_SLOT_SIZE,
+    INDEX_HEADER_SIZE,
+    INDEX_SIZE,
+    INVALID_INDEX,
+    IndexHeader,
+    index_file_size,
+    index_key_hash,
+)
+from rmqlab.errors import ReadOnlyStore
+from rmqlab.events import EventBus, IndexPut
+from rmqlab.files.mapped_file import MappedFile
+
+__all__ = ["LONG_MAX", "ChainStep", "IndexFile"]
+
+LONG_MAX = 2**63 - 1  # Java Long.MAX_VALUE, the usual "no end" of a query window
+_INT_MAX = 2**31 - 1
+
+# Precompiled formats for the put path (2-3 calls per message at >100k msgs/s).
+_HEADER = struct.Struct(">qqqqii")  # begin_ts, end_ts, begin_phy, end_phy, slot_count, index_count
+_ITEM = struct.Struct(">iqii")  # key_hash, phy_offset, time_diff, prev_index
+_INT = struct.Struct(">i")
+assert _HEADER.size == INDEX_HEADER_SIZE
+assert _ITEM.size == INDEX_SIZE
+assert _INT.size == HASH_SLOT_SIZE
+
+
+@dataclass(frozen=True, slots=True)
+class ChainStep:
+    """One item visited while walking a slot's chain (newest first).
+
+    ``time`` is the reconstructed store time ``begin_timestamp + time_diff * 1000`` that queries
+    compare against; ``stop`` is empty unless the walk ends after this item, then it names the
+    rule: ``end_of_chain`` (prev = 0), ``prev_out_of_range``, ``self_loop`` or ``before_begin``.
+    """
+
+    item: int
+    key_hash: int
+    phy_offset: int
+    time_diff: int
+    prev_index: int
+    hash_matches: bool
+    time_in_window: bool
+    time: int
+    stop: str = ""
+
+
+class IndexFile:
+    """One index file: ``put_key`` appends an item, ``select_phy_offset`` walks a chain.
+
+    ``end_phy_offset``/``end_timestamp`` seed a *new* file's header (begin = end = those values,
+    each only if > 0), which is how a rolled file inherits the previous file's end; an existing
+    file's header is read from disk instead (``index_count <= 0`` reads as 1).
+    """
+
+    def __init__(
+        self,
+        file_name: str,
+        hash_slot_num: int,
+        index_num: int,
+        end_phy_offset: int = 0,
+        end_timestamp: int = 0,
+        *,
+        read_only: bool = False,
+        bus: EventBus | None = None,
+    ) -> None:
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        self.read_only = read_only
+        self._bus = bus
+        existed = os.path.exists(file_name)
+        self._mapped = MappedFile(
+            file_name,
+            index_file_size(hash_slot_num, index_num),
+            read_only=read_only,
+            bus=bus,
+            queue_name="index",
+        )
+        self._buf = self._mapped.buffer
+        self._item_base = INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE
+        self._begin_timestamp = 0
+        self._end_timestamp = 0
+        self._begin_phy_offset = 0
+        self._end_phy_offset = 0
+        self._hash_slot_count = 0
+        self._index_count = 1
+        if existed:
+            self.load()
+        elif not read_only:
+            # Java's IndexHeader setters write through, so these land in the buffer at once;
+            # bytes 32..39 (counts) stay zero until the first put or flush.
+            if end_phy_offset > 0:
+                self._begin_phy_offset = self._end_phy_offset = end_phy_offset
+            if end_timestamp > 0:
+                self._begin_timestamp = self._end_timestamp = end_timestamp
+            struct.pack_into(
+                ">qqqq", self._buf, 0, self._begin_timestamp, self._end_timestamp,
+                self._begin_phy_offset, self._end_phy_offset,
+            )
+
+    # --- identity ------------------------------------------------------------------------------
+    @property
+    def file_name(self) -> str:
+        """Full path of the file (RocketMQ's ``getFileName``)."""
+        return self._mapped.file_name
+
+    @property
+    def name(self) -> str:
+        """The 17-digit base name."""
+        return os.path.basename(self._mapped.file_name)
+
+    @property
+    def file_size(self) -> int:
+        return self._mapped.file_size
+
+    @property
+    def mapped_file(self) -> MappedFile:
+        return self._mapped
+
+    # --- header --------------------------------------------------------------------------------
+    def load(self) -> None:
+        """Read the header from the buffer (``IndexHeader.load``): ``index_count <= 0`` -> 1."""
+        raw = bytes(self._buf[:INDEX_HEADER_SIZE]).ljust(INDEX_HEADER_SIZE, b"\0")
+        hdr = IndexHeader.unpack(raw)
+        self._begin_timestamp = hdr.begin_timestamp
+        self._end_timestamp = hdr.end_timestamp
+        self._begin_phy_offset = hdr.begin_phy_offset
+        self._end_phy_offset = hdr.end_phy_offset
+        self._hash_slot_count = hdr.hash_slot_count
+        self._index_count = hdr.index_count if hdr.index_count > 0 else 1
+
+    @property
+    def header(self) -> IndexHeader:
+        """The in-memory header as an immutable codec value."""
+        return IndexHeader(
+            self._begin_timestamp,
+            self._end_timestamp,
+            self._begin_phy_offset,
+            self._end_phy_offset,
+            self._hash_slot_count,
+            self._index_count,
+        )
+
+    @property
+    def begin_timestamp(self) -> int:
+        return self._begin_timestamp
+
+    @property
+    def end_timestamp(self) -> int:
+        return self._end_timestamp
+
+    @property
+    def begin_phy_offset(self) -> int:
+        return self._begin_phy_offset
+
+    @property
+    def end_phy_offset(self) -> int:
+        return self._end_phy_offset
+
+    @property
+    def hash_slot_count(self) -> int:
+        return self._hash_slot_count
+
+    @property
+    def index_count(self) -> int:
+        """Next free item number; starts at 1, so the file holds ``index_count - 1`` items."""
+        return self._index_count
+
+    def is_write_full(self) -> bool:
+        return self._index_count >= self.index_num
+
+    def is_time_matched(self, begin: int, end: int) -> bool:
+        """Whether ``[begin, end]`` overlaps or covers ``[begin_timestamp, end_timestamp]``."""
+        b, e = self._begin_timestamp, self._end_timestamp
+        return (begin < b and end > e) or b <= begin <= e or b <= end <= e
+
+    # --- put -----------------------------------------------------------------------------------
+    def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
+        """Append ``key`` (already ``topic#key``) -> ``phy_offset``; False when the file is full.
+
+        Exactly RocketMQ's ``IndexFile.putKey``, including its quirk: the first item's
+        ``time_diff`` is computed *before* ``begin_timestamp`` is set from it, i.e. against the
+        begin time inherited from the previous file (0 for the very first file -> diff 0).
+        """
+        # Straight-line on purpose: this runs 2-3 times per message on the dispatch path.
+        count = self._index_count
+        if count >= self.index_num:
+            return False
+        if self.read_only:
+            raise ReadOnlyStore(f"{self._mapped.file_name}: index file opened read-only")
+        buf = self._buf
+        key_hash = index_key_hash(key)
+        slot = key_hash % self.hash_slot_num
+        slot_pos = INDEX_HEADER_SIZE + slot * HASH_SLOT_SIZE
+        slot_value = _INT.unpack_from(buf, slot_pos)[0]
+        if slot_value <= INVALID_INDEX or slot_value > count:
+            slot_value = INVALID_INDEX
+        begin = self._begin_timestamp
+        if begin <= 0:
+            time_diff = 0
+        else:
+            # Java long division truncates toward zero; negatives clamp to 0 either way.
+            time_diff = (store_timestamp - begin) // 1000
+            if time_diff > _INT_MAX:
+                time_diff = _INT_MAX
+            elif time_diff < 0:
+                time_diff = 0
+        _ITEM.pack_into(buf, self._item_base + count * INDEX_SIZE,
+                        key_hash, phy_offset, time_diff, slot_value)
+        _INT.pack_into(buf, slot_pos, count)
+        if count <= 1:
+            self._begin_phy_offset = phy_offset
+            self._begin_timestamp = store_timestamp
+        if slot_value == INVALID_INDEX:
+            self._hash_slot_count += 1
+        self._index_count = count + 1
+        self._end_phy_offset = phy_offset
+        self._end_timestamp = store_timestamp
+        _HEADER.pack_into(
+            buf, 0, self._begin_timestamp, store_timestamp, self._begin_phy_offset,
+            phy_offset, self._hash_slot_count, count + 1,
+        )
+        bus = self._bus
+        if bus is not None and bus.active:
+            bus.publish(IndexPut(self.name, key, slot, count, slot_value, phy_offset))
+        return True
+
+    # --- query ---------------------------------------------------------------------------------
+    def select_phy_offset(
+        self, phy_offsets: list[int], key: str, max_num: int, begin: int, end: int
+    ) -> None:
+        """Append the offsets of ``key``'s items with time in ``[begin, end]``, newest first.
+
+        Stops when ``phy_offsets`` holds ``max_num`` entries, at the end of the chain, at a
+        ``prev`` outside ``1..index_count`` or equal to the current item, or after the first item
+        whose reconstructed time is before ``begin`` (RocketMQ's ``selectPhyOffset``).
+        """
+        if not self._mapped.hold():
+            return
+        try:
+            key_hash = index_key_hash(key)
+            buf = self._buf
+            count = self._index_count
+            slot_pos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * HASH_SLOT_SIZE
+            n = _INT.unpack_from(buf, slot_pos)[0]
+            if n <= INVALID_INDEX or n > count or count <= 1:
+                return
+            item_base = self._item_base
+            begin_ts = self._begin_timestamp
+            limit = len(buf) - INDEX_SIZE
+            while len(phy_offsets) < max_num:
+                pos = item_base + n * INDEX_SIZE
+                if pos > limit:  # a short read-only file: Java's getInt would throw and log
+                    break
+                h, phy, diff, prev = _ITEM.unpack_from(buf, pos)
+                if diff < 0:
+                    break
+                t = begin_ts + diff * 1000
+                if h == key_hash and begin <= t <= end:
+                    phy_offsets.append(phy)
+                if prev <= INVALID_INDEX or prev > count or prev == n or t < begin:
+                    break
+                n = prev
+        finally:
+            self._mapped.release()
+
+    def walk_chain(self, key: str, begin: int = 0, end: int = LONG_MAX) -> list[ChainStep]:
+        """Every item the chain walk for ``key`` visits, with why it matched and where it stops.
+
+        Same stop rules as :meth:`select_phy_offset` without the ``max_num`` cap; an item with a
+        negative ``time_diff`` ends the walk before it is reported (as in RocketMQ).
+        """
+        steps: list[ChainStep] = []
+        if not self._mapped.hold():
+            return steps
+        try:
+            self._walk(key, begin, end, steps)
+        finally:
+            self._mapped.release()
+        return steps
+
+    def _walk(self, key: str, begin: int, end: int, steps: list[ChainStep]) -> None:
+        key_hash = index_key_hash(key)
+        buf = self._buf
+        count = self._index_count
+        slot_pos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * HASH_SLOT_SIZE
+        n = _INT.unpack_from(buf, slot_pos)[0]
+        if n <= INVALID_INDEX or n > count or count <= 1:
+            return
+        limit = len(buf) - INDEX_SIZE
+        while True:
+            pos = self._item_base + n * INDEX_SIZE
+            if pos > limit:
+                break
+            h, phy, diff, prev = _ITEM.unpack_from(buf, pos)
+            if diff < 0:
+                break
+            t = self._begin_timestamp + diff * 1000
+            stop = _stop_reason(n, prev, count, t, begin)
+            matches = h == key_hash
+            steps.append(ChainStep(n, h, phy, diff, prev, matches, begin <= t <= end, t, stop))
+            if stop:
+                break
+            n = prev
+
+    def read_item(self, n: int) -> tuple[int, int, int, int]:
+        """Item ``n`` as ``(key_hash, phy_offset, time_diff, prev_index)``."""
+        return _ITEM.unpack_from(self._buf, self._item_base + n * INDEX_SIZE)  # type: ignore[return-value]
+
+    def read_slot(self, slot: int) -> int:
+        """The item number stored in ``slot`` (0 = empty)."""
+        return _INT.unpack_from(self._buf, INDEX_HEADER_SIZE + slot * HASH_SLOT_SIZE)[0]
+
+    # --- lifecycle -----------------------------------------------------------------------------
+    def flush(self) -> None:
+        """Rewrite the header into the buffer and force the mapping (``IndexFile.flush``)."""
+        if self.read_only or not self._mapped.hold():
+            return
+        try:
+            _HEADER.pack_into(self._buf, 0, *self.header_values())
+            self._mapped.force()
+        finally:
+            self._mapped.release()
+
+    def header_values(self) -> tuple[int, int, int, int, int, int]:
+        return (
+            self._begin_timestamp, self._end_timestamp, self._begin_phy_offset,
+            self._end_phy_offset, self._hash_slot_count, self._index_count,
+        )
+
+    def destroy(self, interval_ms: int, now_ms: int | None = None) -> bool:
+        """Unmap and delete (``MappedFile.destroy``); True only once the file is gone.
+
+        ``now_ms`` (default: the system clock) times the forced destroy of a file readers hold.
+        """
+        return self._mapped.destroy(interval_ms, now_ms)
+
+    def shutdown(self) -> None:
+        """5.x ``IndexFile.shutdown``: flush, then unmap."""
+        self.flush()
+        self._mapped.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"IndexFile({self.name}, items={self._index_count - 1}/{self.index_num - 1}, "
+            f"ts=[{self._begin_timestamp}, {self._end_timestamp}], "
+            f"phy=[{self._begin_phy_offset}, {self._end_phy_offset}])"
+        )
+
+
+def _stop_reason(n: int, prev: int, count: int, t: int, begin: int) -> str:
+    if prev <= INVALID_INDEX:
+        return "end_of_chain"
+    if prev > count:
+        return "prev_out_of_range"
+    if prev == n:
+        return "self_loop"
+    if t < begin:
+        return "before_begin"
+    return ""

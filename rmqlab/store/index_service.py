@@ -1,0 +1,328 @@
+"""IndexService: the ``index/`` directory — build the key index, roll files, answer key queries.
+
+RocketMQ's ``IndexService`` (spec §4.4-4.5), with two deliberate differences in *how*, not *what*:
+
+* a full file is flushed (and ``checkpoint.index_msg_timestamp`` set to its end time and the
+  checkpoint flushed) synchronously inside the roll, not on a throw-away thread, so the result is
+  deterministic; the bytes written are the same;
+* a new file's name comes from the injected clock (``index_file_name(clock.now_ms(), clock.tz())``);
+  if that name is already taken (a ManualClock that did not move) 1 ms is added until it is free,
+  where Java would silently reopen the existing file.
+
+``query_offset`` returns offsets in RocketMQ's ``IndexService`` order: newest file first, each
+chain newest item first, duplicates kept. ``DefaultMessageStore.queryMessage`` then sorts them
+ascending and reports ``index_last_update_*`` as 0 when nothing was found; that belongs to the
+store facade, not here.
+
+Thread-safety: one dispatch thread calls ``build_index``; queries and ``delete_expired_file`` may
+run on other threads. The file list is replaced, never mutated, so readers iterate a stable list;
+a lock serialises the writers.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, NamedTuple
+
+from rmqlab.codec.flags import KEY_SEPARATOR, TRANSACTION_ROLLBACK_TYPE, transaction_type
+from rmqlab.codec.index_layout import index_key
+from rmqlab.codec.names import index_file_name
+from rmqlab.errors import MappedFileError, ReadOnlyStore, RmqlabError
+from rmqlab.events import EventBus, IndexFileRolled
+from rmqlab.store.index_file import IndexFile
+
+if TYPE_CHECKING:
+    from rmqlab.clock import Clock
+    from rmqlab.codec.walk import DispatchRequest
+    from rmqlab.store.store_checkpoint import StoreCheckpoint
+
+__all__ = ["IndexService", "LoadReportEntry", "QueryOffsetResult"]
+
+MAX_TRY_IDX_CREATE = 3  # IndexService.MAX_TRY_IDX_CREATE
+_RETRY_SLEEP_MS = 1000
+_DESTROY_EXPIRED_INTERVAL_MS = 3000
+_DESTROY_ALL_INTERVAL_MS = 3000
+# Long.parseLong accepts an optional sign and ASCII digits only (Python's int() is laxer).
+_JAVA_LONG = re.compile(r"[+-]?[0-9]+\Z")
+
+
+@dataclass(frozen=True)
+class QueryOffsetResult:
+    """``IndexService.queryOffset``'s answer: offsets newest first, and the newest file's end."""
+
+    phy_offsets: list[int] = field(default_factory=list)
+    index_last_update_timestamp: int = 0
+    index_last_update_phyoffset: int = 0
+
+
+class LoadReportEntry(NamedTuple):
+    """A file ``load`` skipped or destroyed (or, read-only, kept but would destroy), and why."""
+
+    file: str
+    reason: str
+
+
+class IndexService:
+    """All index files of one store, oldest first; the last one takes new keys."""
+
+    def __init__(
+        self,
+        store_path: str,
+        *,
+        hash_slot_num: int,
+        index_num: int,
+        checkpoint: StoreCheckpoint,
+        clock: Clock,
+        max_msgs_num_batch: int = 64,
+        message_index_enable: bool = True,
+        read_only: bool = False,
+        bus: EventBus | None = None,
+    ) -> None:
+        self.store_path = store_path
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        self.checkpoint = checkpoint
+        self.clock = clock
+        self.max_msgs_num_batch = max_msgs_num_batch
+        self.message_index_enable = message_index_enable
+        self.read_only = read_only
+        self._bus = bus
+        self._files: list[IndexFile] = []  # replaced on change, never mutated in place
+        self._lock = threading.RLock()
+        self.load_report: list[LoadReportEntry] = []
+        self.index_file_error = False  # RunningFlags.makeIndexFileError after failed creation
+
+    # --- files ---------------------------------------------------------------------------------
+    @property
+    def index_files(self) -> list[IndexFile]:
+        """The loaded files, oldest first (a copy)."""
+        return list(self._files)
+
+    def get_total_size(self) -> int:
+        files = self._files
+        return files[0].file_size * len(files) if files else 0
+
+    def load(self, last_exit_ok: bool) -> bool:
+        """Map every file of ``index/`` in name order (``IndexService.load``).
+
+        After an abnormal exit a file whose ``end_timestamp`` is newer than the checkpoint's
+        ``index_msg_timestamp`` (i.e. every file not yet full and flushed) is destroyed, to be
+        rebuilt by recovery's re-dispatch (RocketMQ issues #3868/#8007). Read-only services keep
+        such a file and only report it. Names ``Long.parseLong`` rejects are skipped.
+        """
+        try:
+            names = sorted(os.listdir(self.store_path))
+        except FileNotFoundError:
+            return True
+        loaded: list[IndexFile] = []
+        for name in names:
+            path = os.path.join(self.store_path, name)
+            if not _JAVA_LONG.match(name):
+                self.load_report.append(LoadReportEntry(path, "non_numeric_name"))
+                continue
+            if not os.path.isfile(path):
+                self.load_report.append(LoadReportEntry(path, "not_a_file"))
+                continue
+            try:
+                f = IndexFile(path, self.hash_slot_num, self.index_num,
+                              read_only=self.read_only, bus=self._bus)
+            except (OSError, MappedFileError) as e:
+                # Java: an IOException aborts the load (files mapped so far stay loaded).
+                self.load_report.append(LoadReportEntry(path, f"cannot map: {e}"))
+                with self._lock:
+                    self._files = self._files + loaded
+                return False
+            if not last_exit_ok and f.end_timestamp > self.checkpoint.index_msg_timestamp:
+                reason = (f"abnormal exit: end_timestamp {f.end_timestamp} > checkpoint "
+                          f"index_msg_timestamp {self.checkpoint.index_msg_timestamp}")
+                if self.read_only:
+                    self.load_report.append(LoadReportEntry(path, reason + " (kept: read-only)"))
+                else:
+                    f.destroy(0, self.clock.now_ms())
+                    self.load_report.append(LoadReportEntry(path, reason + "; destroyed"))
+                    continue
+            loaded.append(f)
+        with self._lock:
+            self._files = self._files + loaded
+        return True
+
+    def get_and_create_last_index_file(self) -> IndexFile:
+        """The last file if it has room, else a new one that inherits the full file's end.
+
+        The full file is then flushed and the checkpoint updated (see module docstring).
+        """
+        with self._lock:
+            files = self._files
+            prev = files[-1] if files else None
+            if prev is not None and not prev.is_write_full():
+                return prev
+            if self.read_only:
+                raise ReadOnlyStore(f"{self.store_path}: cannot create an index file read-only")
+            end_phy = prev.end_phy_offset if prev is not None else 0
+            end_ts = prev.end_timestamp if prev is not None else 0
+            os.makedirs(self.store_path, exist_ok=True)
+            path = self._free_file_name()
+            new = IndexFile(path, self.hash_slot_num, self.index_num, end_phy, end_ts,
+                            bus=self._bus)
+            self._files = [*files, new]
+        if prev is not None:
+            self.flush_file(prev)
+            bus = self._bus
+            if bus is not None and bus.active:
+                bus.publish(IndexFileRolled(prev.name, new.name))
+        return new
+
+    def retry_get_and_create_index_file(self) -> IndexFile | None:
+        """Up to 3 attempts, 1 s (clock time) apart; on failure set ``index_file_error``."""
+        for _ in range(MAX_TRY_IDX_CREATE):
+            try:
+                return self.get_and_create_last_index_file()
+            except ReadOnlyStore:
+                raise
+            except (OSError, RmqlabError):
+                self.clock.sleep_ms(_RETRY_SLEEP_MS)
+        self.index_file_error = True
+        return None
+
+    def _free_file_name(self) -> str:
+        ms = self.clock.now_ms()
+        tz = self.clock.tz()
+        taken = {f.name for f in self._files}
+        while True:
+            name = index_file_name(ms, tz)
+            path = os.path.join(self.store_path, name)
+            if name not in taken and not os.path.exists(path):
+                return path
+            ms += 1
+
+    # --- build ---------------------------------------------------------------------------------
+    def build_index(self, req: DispatchRequest) -> None:
+        """Index one dispatched record (``CommitLogDispatcherBuildIndex`` + ``buildIndex``).
+
+        Skips records below the last file's ``end_phy_offset`` (already indexed) and rolled-back
+        transactions; indexes ``topic#UNIQ_KEY`` first, then ``topic#k`` for every non-empty
+        token of ``KEYS.split(" ")`` (a key repeated in one message gets two items).
+        """
+        if not self.message_index_enable:
+            return
+        index_file = self.retry_get_and_create_index_file()
+        if index_file is None:
+            return
+        offset = req.commit_log_offset
+        if offset < index_file.end_phy_offset:
+            return
+        if transaction_type(req.sys_flag) == TRANSACTION_ROLLBACK_TYPE:
+            return
+        topic = req.topic
+        ts = req.store_timestamp
+        if req.uniq_key is not None:
+            index_file = self._put_key(index_file, index_key(topic, req.uniq_key), offset, ts)
+            if index_file is None:
+                return
+        keys = req.keys
+        if keys:
+            for key in keys.split(KEY_SEPARATOR):
+                if key:
+                    index_file = self._put_key(index_file, index_key(topic, key), offset, ts)
+                    if index_file is None:
+                        return
+
+    def _put_key(self, index_file: IndexFile, key: str, offset: int, ts: int) -> IndexFile | None:
+        while not index_file.put_key(key, offset, ts):
+            new = self.retry_get_and_create_index_file()
+            if new is None:
+                return None
+            index_file = new
+        return index_file
+
+    # --- query ---------------------------------------------------------------------------------
+    def query_offset(
+        self, topic: str, key: str, max_num: int, begin: int, end: int
+    ) -> QueryOffsetResult:
+        """Offsets of messages of ``topic`` carrying ``key`` with index time in ``[begin, end]``.
+
+        ``max_num`` is capped at ``max_msgs_num_batch``. Files are searched newest first; the
+        search stops after a file that begins before ``begin`` or once ``max_num`` offsets are
+        found. The ``index_last_update_*`` values are the newest file's end, found or not.
+        """
+        max_num = min(max_num, self.max_msgs_num_batch)
+        phy_offsets: list[int] = []
+        last_ts = last_phy = 0
+        files = self._files
+        full_key = index_key(topic, key)
+        for i in range(len(files) - 1, -1, -1):
+            f = files[i]
+            if i == len(files) - 1:
+                last_ts = f.end_timestamp
+                last_phy = f.end_phy_offset
+            if f.is_time_matched(begin, end):
+                f.select_phy_offset(phy_offsets, full_key, max_num, begin, end)
+            if f.begin_timestamp < begin or len(phy_offsets) >= max_num:
+                break
+        return QueryOffsetResult(phy_offsets, last_ts, last_phy)
+
+    # --- maintenance ---------------------------------------------------------------------------
+    def flush_file(self, f: IndexFile) -> None:
+        """``IndexService.flush(f)``: force ``f``; if full, put its end time in the checkpoint."""
+        index_msg_timestamp = f.end_timestamp if f.is_write_full() else 0
+        f.flush()
+        if index_msg_timestamp > 0 and not self.read_only:
+            self.checkpoint.index_msg_timestamp = index_msg_timestamp
+            self.checkpoint.flush()
+
+    def flush(self) -> None:
+        """Flush every file (rmqlab; Java only has ``flush(f)``, called at roll).
+
+        If the newest full file ends after the checkpoint's ``index_msg_timestamp``, that value
+        is raised to it and the checkpoint flushed, as ``flush(f)`` would have done.
+        """
+        if self.read_only:
+            return
+        newest_full = 0
+        for f in self._files:
+            if f.is_write_full():
+                newest_full = max(newest_full, f.end_timestamp)
+            f.flush()
+        if newest_full > self.checkpoint.index_msg_timestamp:
+            self.checkpoint.index_msg_timestamp = newest_full
+            self.checkpoint.flush()
+
+    def delete_expired_file(self, min_offset: int) -> int:
+        """Delete leading files whose ``end_phy_offset < min_offset`` (never the last one).
+
+        Returns how many files were deleted; stops at the first file that cannot be destroyed
+        yet (a reader holds it) and leaves it for the next call, as RocketMQ does.
+        """
+        files = self._files
+        if not files or files[0].end_phy_offset >= min_offset:
+            return 0
+        doomed: list[IndexFile] = []
+        for f in files[:-1]:
+            if f.end_phy_offset >= min_offset:
+                break
+            doomed.append(f)
+        deleted = 0
+        with self._lock:
+            for f in doomed:
+                if not f.destroy(_DESTROY_EXPIRED_INTERVAL_MS, self.clock.now_ms()):
+                    break
+                self._files = [x for x in self._files if x is not f]
+                deleted += 1
+        return deleted
+
+    def destroy(self) -> None:
+        """Delete every index file (``IndexService.destroy``)."""
+        with self._lock:
+            for f in self._files:
+                f.destroy(_DESTROY_ALL_INTERVAL_MS, self.clock.now_ms())
+            self._files = []
+
+    def shutdown(self) -> None:
+        """Flush and unmap every file (5.x; 4.9.8's empty ``shutdown`` leaves the same bytes)."""
+        with self._lock:
+            for f in self._files:
+                f.shutdown()
+            self._files = []

@@ -432,6 +432,11 @@ class MappedFile:
     def ref_count(self) -> int:
         return self._ref_count
 
+    @property
+    def first_shutdown_timestamp(self) -> int:
+        """When ``shutdown``/``destroy`` was first called (ms; 0 = never): starts the forced interval."""
+        return self._first_shutdown_ts
+
     def is_available(self) -> bool:
         return self._available
 

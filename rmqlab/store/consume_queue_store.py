@@ -58,6 +58,7 @@ class ConsumeQueueStore:
         self.bus = bus
         self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
         self.skipped: list[tuple[str, str]] = []  # (path, reason) of dirs load() ignored
+        self.load_error = ""  # why load() returned False: the file and its sizes
         self._lock = threading.Lock()
 
     def _new_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
@@ -107,6 +108,7 @@ class ConsumeQueueStore:
         False as soon as one queue fails to load (a file of the wrong size), as RocketMQ does.
         A missing root is an empty store (True).
         """
+        self.load_error = ""
         if not os.path.isdir(self.store_path):
             return True
         for topic in sorted(os.listdir(self.store_path)):
@@ -125,6 +127,7 @@ class ConsumeQueueStore:
                     break
                 assert cq is not None
                 if not cq.load():
+                    self.load_error = str(cq.mapped_file_queue.load_error or queue_dir)
                     return False
         return True
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 from rmqlab.codec import flags
 from rmqlab.codec.walk import DispatchRequest, check_message_and_return_size
 from rmqlab.events import Dispatched, EventBus
+from rmqlab.faults import crash_point
 
 if TYPE_CHECKING:
     from rmqlab.store.commit_log import CommitLog
@@ -66,6 +67,7 @@ class CommitLogDispatcherBuildIndex:
         self.enabled = enabled
 
     def dispatch(self, req: DispatchRequest) -> None:
+        crash_point("after_cq_put_before_index_put")
         if self.enabled:
             self.index_service.build_index(req)
 

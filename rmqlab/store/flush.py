@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from rmqlab.clock import Clock
 from rmqlab.config import MessageStoreConfig
+from rmqlab.faults import crash_point
 from rmqlab.store.results import PutMessageStatus
 
 if TYPE_CHECKING:
@@ -59,7 +60,9 @@ class FlushRealTimeService:
             self.last_flush_timestamp = now
             least = 0
         before = self.mfq.flushed_where
+        crash_point("before_commit_log_flush")
         self.mfq.flush(least)
+        crash_point("after_commit_log_flush")
         ts = self.mfq.store_timestamp
         if ts > 0:
             self.checkpoint.physic_msg_timestamp = ts
@@ -130,7 +133,9 @@ class GroupCommitService:
                 for _ in range(self.attempts):
                     if ok:
                         break
+                    crash_point("before_commit_log_flush")
                     self.mfq.flush(0)
+                    crash_point("after_commit_log_flush")
                     self.flushes += 1
                     ok = self.mfq.flushed_where >= req.next_offset
                 req.complete(PutMessageStatus.PUT_OK if ok else PutMessageStatus.FLUSH_DISK_TIMEOUT)
@@ -206,6 +211,7 @@ class FlushConsumeQueueService:
         if least == 0:
             if logics_ts > 0:
                 self.checkpoint.logics_msg_timestamp = logics_ts
+            crash_point("before_checkpoint_flush")
             self.checkpoint.flush()
         return least == 0
 

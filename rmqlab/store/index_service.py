@@ -32,6 +32,7 @@ from rmqlab.codec.index_layout import index_key
 from rmqlab.codec.names import index_file_name
 from rmqlab.errors import MappedFileError, ReadOnlyStore, RmqlabError
 from rmqlab.events import EventBus, IndexFileRolled
+from rmqlab.faults import crash_point
 from rmqlab.store.index_file import IndexFile
 
 if TYPE_CHECKING:
@@ -169,6 +170,7 @@ class IndexService:
                             bus=self._bus)
             self._files = [*files, new]
         if prev is not None:
+            crash_point("index_roll")
             self.flush_file(prev)
             bus = self._bus
             if bus is not None and bus.active:

@@ -15,7 +15,6 @@ Services run in background threads (``threaded=True``) or only when ``step()`` i
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,12 +24,14 @@ from rmqlab.clock import Clock, SystemClock
 from rmqlab.codec.message import MessageRecord, decode_message
 from rmqlab.codec.walk import check_message_and_return_size
 from rmqlab.config import MessageStoreConfig
-from rmqlab.errors import MappedFileError, NotAStore, RmqlabError
+from rmqlab.errors import InvalidTopic, NotAStore, RmqlabError
 from rmqlab.events import EventBus
+from rmqlab.faults import crash_point
 from rmqlab.files.allocate_mapped_file_service import AllocateMappedFileService
-from rmqlab.files.fs import FileLock
+from rmqlab.files.fs import DiskUsageProbe, FileLock
 from rmqlab.files.transient_store_pool import TransientStorePool
 from rmqlab.store.abort_file import AbortFile
+from rmqlab.store.cleanup import CleanCommitLogService, CleanConsumeQueueService, CleanupPlan
 from rmqlab.store.commit_log import CommitLog
 from rmqlab.store.consume_queue_store import ConsumeQueueStore
 from rmqlab.store.dispatch import (
@@ -46,6 +47,7 @@ from rmqlab.store.flush import (
     GroupCommitService,
 )
 from rmqlab.store.index_service import IndexService
+from rmqlab.store.memory_store import MemoryMessageStore
 from rmqlab.store.message import Message
 from rmqlab.store.message_filter import MessageFilter
 from rmqlab.store.recovery import CommitLogFileView, RecoveryPlan, plan_recovery
@@ -60,6 +62,7 @@ from rmqlab.store.results import (
 from rmqlab.store.services import Service, ServiceRunner, StepRunner, ThreadedRunner
 from rmqlab.store.store_checkpoint import StoreCheckpoint
 from rmqlab.store.store_stats import StoreStats, StoreStatsService
+from rmqlab.store.topic_config import TopicConfig, TopicConfigManager
 
 __all__ = ["MessageStore"]
 
@@ -100,14 +103,19 @@ class MessageStore:
         clock: Clock | None = None,
         bus: EventBus | None = None,
         threaded: bool = True,
+        disk_probe: DiskUsageProbe | None = None,
     ) -> None:
         self.config = config
+        self.disk_probe = disk_probe  # usedPercent(path) for cleanup; None: the real disk
         self.root = config.store_path_root_dir
         self.clock: Clock = clock or SystemClock()
         self.bus = bus or EventBus()
         self.runner: ServiceRunner = ThreadedRunner() if threaded else StepRunner()
         self.threaded = threaded
         os.makedirs(self.root, exist_ok=True)
+        # RocketMQ's constructor creates consumequeue/: cleanup's usedPercent of a missing path is
+        # -1, which would read as "clean now".
+        os.makedirs(os.path.join(self.root, "consumequeue"), exist_ok=True)
         self._lock = FileLock(os.path.join(self.root, "lock"))
         self._lock.acquire()
         try:
@@ -183,6 +191,12 @@ class MessageStore:
             )
         self.flush_consume_queue = FlushConsumeQueueService(self.consume_queue_store, self.checkpoint, c, self.clock)
         self.stats = StoreStatsService(self.clock)
+        self.clean_commit_log = CleanCommitLogService(self, disk_probe=self.disk_probe)
+        self.clean_consume_queue = CleanConsumeQueueService(self)
+        self.topic_config_manager = TopicConfigManager.for_store(self.root, rocketmq_version=c.rocketmq_version)
+        self.memory_store: MemoryMessageStore | None = None
+        if c.memory_topic_enable:
+            self.memory_store = MemoryMessageStore(self.commit_log, c, clock=self.clock, bus=self.bus)
 
     # ------------------------------------------------------------------ open / lifecycle
     @classmethod
@@ -195,13 +209,14 @@ class MessageStore:
         bus: EventBus | None = None,
         threaded: bool = True,
         start: bool = True,
+        disk_probe: DiskUsageProbe | None = None,
     ) -> MessageStore:
         """Open (or create) the store at ``path``: lock, load, recover and (by default) start."""
         path = os.fspath(path)
         if os.path.exists(path) and not os.path.isdir(path):
             raise NotAStore(path, "not a directory")
         config = (config or MessageStoreConfig()).with_(store_path_root_dir=path)
-        store = cls(config, clock=clock, bus=bus, threaded=threaded)
+        store = cls(config, clock=clock, bus=bus, threaded=threaded, disk_probe=disk_probe)
         try:
             if not store.load():
                 raise NotAStore(path, f"cannot load store: {store.load_error}")
@@ -222,17 +237,22 @@ class MessageStore:
         if self.flush_commit_log is not None:
             out.append(self.flush_commit_log)
         out.append(self.flush_consume_queue)
+        out.append(self.clean_commit_log)
+        out.append(self.clean_consume_queue)
         out.append(self.stats)
         return out
 
     def load(self) -> bool:
         self.load_error = ""
+        if not self.topic_config_manager.load():
+            self.load_error = f"{self.topic_config_manager.path}: unreadable topic config (and .bak)"
+            return False
         self.last_exit_ok = not self.abort_file.exists()
         if not self.commit_log.load():
             self.load_error = f"commit log: {getattr(self.commit_log.mapped_file_queue, 'load_error', '')}"
             return False
         if not self.consume_queue_store.load():
-            self.load_error = "consume queues failed to load"
+            self.load_error = f"consume queue: {self.consume_queue_store.load_error}"
             return False
         if not self.index_service.load(self.last_exit_ok):
             self.load_error = "index files failed to load"
@@ -409,6 +429,8 @@ class MessageStore:
         started = time.perf_counter_ns()
         if self.is_shutdown or not self.started:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason="store is not running")
+        if self._is_memory_topic(msg.topic):
+            return self.memory_store.put_message(msg)  # type: ignore[union-attr]
         result = self.commit_log.put_message(msg)
         if result.ok:
             result = self._after_put(result)
@@ -420,6 +442,8 @@ class MessageStore:
         started = time.perf_counter_ns()
         if self.is_shutdown or not self.started:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason="store is not running")
+        if msgs and self._is_memory_topic(msgs[0].topic):
+            return self.memory_store.put_messages(msgs)  # type: ignore[union-attr]
         result = self.commit_log.put_messages(msgs)
         if result.ok:
             result = self._after_put(result)
@@ -427,6 +451,7 @@ class MessageStore:
         return result
 
     def _after_put(self, result: PutMessageResult) -> PutMessageResult:
+        crash_point("after_append_before_dispatch")
         if self.group_commit is not None:
             req = GroupCommitRequest(result.wrote_offset + result.wrote_bytes)
             self.group_commit.put_request(req)
@@ -449,11 +474,26 @@ class MessageStore:
     def get_min_phy_offset(self) -> int:
         return self.commit_log.get_min_offset()
 
+    # ------------------------------------------------------------------ memory topics
+    def _is_memory_topic(self, topic: str) -> bool:
+        return self.memory_store is not None and self.topic_config_manager.is_memory_topic(topic)
+
+    def create_topic(self, topic: str, queue_nums: int = 4, *, memory: bool = False) -> TopicConfig:
+        """Create (and persist in ``config/topics.json``) a topic config; ``memory=True`` routes the
+        topic to the MemoryMessageStore (needs ``memory_topic_enable``)."""
+        if memory and self.memory_store is None:
+            raise RmqlabError("memory topics need MessageStoreConfig(memory_topic_enable=True)")
+        return self.topic_config_manager.create_if_absent(topic, queue_nums, memory=memory)
+
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        if self._is_memory_topic(topic):
+            return self.memory_store.get_max_offset_in_queue(topic, queue_id)  # type: ignore[union-attr]
         cq = self.consume_queue_store.find_consume_queue(topic, queue_id, create=False)
         return cq.get_max_offset_in_queue() if cq is not None else 0
 
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        if self._is_memory_topic(topic):
+            return self.memory_store.get_min_offset_in_queue(topic, queue_id)  # type: ignore[union-attr]
         cq = self.consume_queue_store.find_consume_queue(topic, queue_id, create=False)
         return cq.get_min_offset_in_queue() if cq is not None else -1
 
@@ -582,16 +622,24 @@ class MessageStore:
         Messages are zero-copy views; call ``result.release()`` (or use ``with``) when done.
         """
         self._check_open()
+        if self._is_memory_topic(topic):
+            return self.memory_store.get_message(  # type: ignore[union-attr]
+                group, topic, queue_id, offset, max_msg_nums, message_filter)
         status = GetMessageStatus.NO_MESSAGE_IN_QUEUE
         next_begin = offset
         min_offset = max_offset = 0
         result = GetMessageResult(status)
         max_offset_py = self.commit_log.get_max_offset()
         # RocketMQ creates the queue object on demand (no files), hence NO_MESSAGE_IN_QUEUE.
-        cq = self.consume_queue_store.find_consume_queue(topic, queue_id, create=True)
+        try:
+            cq = self.consume_queue_store.find_consume_queue(topic, queue_id, create=True)
+        except (InvalidTopic, ValueError):
+            # An illegal topic ("../x") or a negative queue id: RocketMQ would make an empty,
+            # file-less queue object and answer NO_MESSAGE_IN_QUEUE. rmqlab gives the same answer
+            # without making a queue for a name that can never be stored (it used to raise).
+            cq = None
         if cq is None:
-            status = GetMessageStatus.NO_MATCHED_LOGIC_QUEUE
-            next_begin = self._correct(offset, 0)
+            status, next_begin = GetMessageStatus.NO_MESSAGE_IN_QUEUE, self._correct(offset, 0)
         else:
             min_offset = cq.get_min_offset_in_queue()
             max_offset = cq.get_max_offset_in_queue()
@@ -705,6 +753,19 @@ class MessageStore:
             if last_query_msg_time < begin:
                 break
         return QueryMessageResult(phy_offsets, messages, discarded, ts, po)
+
+    # ------------------------------------------------------------------ cleanup
+    def execute_delete_files_manually(self) -> None:
+        """Admin ``DELETE_EXPIRED_COMMITLOG``: the next 20 cleanup rounds delete expired files at any hour."""
+        self.clean_commit_log.execute_delete_files_manually()
+
+    def plan_cleanup(self, now_ms: int | None = None, disk_ratio: float | None = None) -> CleanupPlan:
+        """What the next CleanCommitLogService round would decide (nothing is changed).
+
+        ``now_ms`` defaults to the store's clock; ``disk_ratio`` (0.0-1.0) replaces both measured
+        disk ratios (CommitLog and consume queue paths), e.g. 0.86 to see a forced cleanup.
+        """
+        return self.clean_commit_log.plan(now_ms, disk_ratio)
 
     def store_stats(self) -> StoreStats:
         return self.stats.snapshot()

@@ -25,7 +25,11 @@ class Service(Protocol):
         ...
 
     def interval_ms(self) -> float:
-        """How long the threaded runner waits between rounds (may change between rounds)."""
+        """How long the threaded runner waits between rounds (may change between rounds).
+
+        A service may also define ``initial_delay_ms()``: the threaded runner waits that long
+        before the first round (``step()`` ignores it).
+        """
         ...
 
 
@@ -62,6 +66,12 @@ class _Loop(threading.Thread):
         self.woken = threading.Event()
 
     def run(self) -> None:
+        # Optional ``initial_delay_ms()``: the broker starts cleanup 60 s after start. A wakeup
+        # or shutdown cuts the wait short.
+        initial_delay = getattr(self.service, "initial_delay_ms", None)
+        if initial_delay is not None:
+            self.woken.wait(initial_delay() / 1000.0)
+            self.woken.clear()
         while not self.stopped.is_set():
             try:
                 self.service.run_once()

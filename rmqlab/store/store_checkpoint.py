@@ -29,6 +29,7 @@ import os
 from rmqlab.codec.checkpoint import CHECKPOINT_DATA_SIZE, CHECKPOINT_FILE_SIZE, Checkpoint
 from rmqlab.errors import MappedFileError, ReadOnlyStore
 from rmqlab.events import CheckpointWritten, EventBus
+from rmqlab.faults import crash_point
 from rmqlab.files.fs import sparse_create
 
 __all__ = ["StoreCheckpoint"]
@@ -87,6 +88,7 @@ class StoreCheckpoint:
             raise MappedFileError(self.path, "checkpoint already shut down")
         cp = self.snapshot()
         cp.pack_into(self._mm, 0)
+        crash_point("checkpoint_flush_mid")
         self._mm.flush()
         bus = self._bus
         if bus is not None and bus.active:

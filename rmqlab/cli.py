@@ -24,18 +24,41 @@ def _sample_store() -> Path:
 
 
 class _Group(click.Group):
-    def invoke(self, ctx: click.Context) -> Any:
+    """Turns every error a user can cause into one line ``rmqlab: error: ...`` and exit code 2."""
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
         try:
-            return super().invoke(ctx)
-        except RmqlabError as e:
-            click.echo(f"rmqlab: error: {e}", err=True)
-            ctx.exit(2)
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.exceptions.Abort:
+            _fail("aborted", 1, standalone_mode)
+        except click.ClickException as e:  # usage errors (bad option, missing argument) included
+            _fail(e.format_message(), 2, standalone_mode)
+        except (RmqlabError, OSError) as e:
+            _fail(str(e) if not isinstance(e, OSError) or not e.filename else f"{e.filename}: {e.strerror}",
+                  2, standalone_mode)
+        if not standalone_mode:
+            return rv
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _fail(message: str, code: int, standalone_mode: bool) -> None:
+    click.echo(f"rmqlab: error: {' '.join(message.split())}", err=True)
+    if standalone_mode:
+        sys.exit(code)
+    raise SystemExit(code)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="rmqlab")
 def main() -> None:
-    """rmqlab: learn, teach and operate Apache RocketMQ's storage engine."""
+    """rmqlab: learn, teach and operate Apache RocketMQ's storage engine.
+
+    Every inspection command opens the store read-only (it never writes, locks or recovers);
+    add --json or --json-lines for scripts (see README "Scripted inspection").
+
+    Example: rmqlab inspect data/clean-small
+    """
 
 
 @main.command()
@@ -121,6 +144,484 @@ def _write_and_query_demo(root: str) -> dict[str, Any]:
             "query_key": "order-7",
             "query_offsets": q.phy_offsets,
         }
+
+# ====================================================================================== inspection
+# Shared options: every inspection command takes STORE, opens it read-only, and prints tables for
+# people or --json (one document) / --json-lines (one object per line) for scripts.
+
+
+def _output_options(f: Any) -> Any:
+    f = click.option("--json-lines", "json_lines", is_flag=True, help="One JSON object per line.")(f)
+    f = click.option("--json", "as_json", is_flag=True, help="One JSON document.")(f)
+    return f
+
+
+def _store_options(f: Any) -> Any:
+    f = click.option("--index-num", type=click.IntRange(min=1), default=None,
+                     help="Items per index file (auto-detected for the default and small layouts).")(f)
+    f = click.option("--hash-slot-num", type=click.IntRange(min=1), default=None,
+                     help="Hash slots per index file (auto-detected for the default and small layouts).")(f)
+    f = click.argument("store", type=click.Path(path_type=Path))(f)
+    return f
+
+
+def _mode(as_json: bool, json_lines: bool) -> str:
+    if as_json and json_lines:
+        raise click.UsageError("--json and --json-lines are mutually exclusive")
+    return "json" if as_json else "json-lines" if json_lines else "table"
+
+
+def _open(store: Path, hash_slot_num: int | None, index_num: int | None) -> Any:
+    from rmqlab.inspect import open_snapshot
+
+    if (hash_slot_num is None) != (index_num is None):
+        raise click.UsageError("--hash-slot-num and --index-num go together")
+    return open_snapshot(store, hash_slot_num=hash_slot_num, index_num=index_num)
+
+
+def _warn_damage(damage: list[Any]) -> None:
+    for d in damage:
+        click.echo(f"rmqlab: warning: damaged record in commitlog/{d.file} at offset {d.offset}: {d.reason}"
+                   f"{' (' + d.detail + ')' if d.detail else ''}; walk of that file stopped", err=True)
+
+
+def _body(rec: Any, body: str) -> dict[str, Any]:
+    d: dict[str, Any] = rec.to_dict(body="hex" if body == "hex" else "none")
+    if body == "text":
+        d["body"] = rec.body.decode("utf-8", errors="replace")
+    return d
+
+
+_BODY = click.option("--body", type=click.Choice(["none", "text", "hex"]), default="none", show_default=True,
+                     help="How to show message bodies.")
+
+
+@main.command()
+@_store_options
+@_output_options
+def inspect(store: Path, hash_slot_num: int | None, index_num: int | None, as_json: bool, json_lines: bool) -> None:
+    """Summary of a store: files per kind, topics/queues with offsets and lag, checkpoint, abort.
+
+    JSON keys: store, abort_present, commit_log {files, file_size, min_offset, max_offset},
+    consume_queue_file_size, index {files, hash_slot_num, index_num, error}, files_per_kind
+    [{kind, files, bytes}], queues [topics() rows], checkpoint (or null).
+
+    Example: rmqlab inspect data/clean-small --json
+    """
+    from rmqlab import render
+
+    mode = _mode(as_json, json_lines)
+    with _open(store, hash_slot_num, index_num) as snap:
+        files = snap.files()
+        per_kind = files.groupby("kind", sort=True)["size"].agg(["count", "sum"]).reset_index()
+        kinds = [{"kind": r.kind, "files": int(r.count), "bytes": int(r.sum)} for r in per_kind.itertuples()]
+        queues = snap.topics()
+        cp = snap.checkpoint()
+        out = {
+            "store": snap.path,
+            "abort_present": snap.abort_present,
+            "commit_log": {"files": len(snap.commit_log_files), "file_size": snap.commit_log_file_size,
+                           "min_offset": snap.min_offset, "max_offset": snap.max_offset},
+            "consume_queue_file_size": snap.consume_queue_file_size,
+            "index": {"files": len(snap.index_paths), "hash_slot_num": snap.hash_slot_num,
+                      "index_num": snap.index_num, "error": snap.index_error or None},
+            "files_per_kind": kinds,
+            "queues": render.frame_rows(queues),
+            "checkpoint": render.frame_rows(cp)[0] if len(cp) else None,
+        }
+    if render.emit(out, out["queues"], mode):
+        return
+    c = render.console
+    cl = out["commit_log"]
+    abort = "[red]present[/red] (unclean exit)" if out["abort_present"] else "absent"
+    c.print(f"[bold]{out['store']}[/bold]  abort file {abort}")
+    c.print(f"CommitLog: {cl['files']} files of {cl['file_size']} bytes, "
+            f"offsets {cl['min_offset']}..{cl['max_offset']}")
+    render.table("Files per kind", ["kind", "files", "bytes"], ([k["kind"], k["files"], k["bytes"]] for k in kinds))
+    render.frame_table("Topics and queues (CQ offsets, CommitLog counts, lag = records not yet in the CQ)", queues,
+                       ["topic", "queue_id", "min_offset", "max_offset", "messages", "bytes", "lag"])
+    if out["checkpoint"]:
+        render.table("Checkpoint", ["field", "value", "utc"],
+                     ([k, v, render.ms_to_iso(v) if "timestamp" in k else ""] for k, v in out["checkpoint"].items()))
+    else:
+        c.print("Checkpoint: missing")
+
+
+@main.command()
+@_store_options
+@click.option("--topic", help="Only this topic.")
+@click.option("--queue", "queue_id", type=click.IntRange(min=0), help="Only this queue id.")
+@click.option("--from-offset", type=click.IntRange(min=0), default=None, help="Start at this CommitLog offset.")
+@click.option("--limit", type=click.IntRange(min=0), default=None, help="At most this many messages.")
+@_BODY
+@_output_options
+def messages(store: Path, hash_slot_num: int | None, index_num: int | None, topic: str | None,
+             queue_id: int | None, from_offset: int | None, limit: int | None, body: str, as_json: bool,
+             json_lines: bool) -> None:
+    """Messages in CommitLog order (damage is reported on stderr, never a traceback).
+
+    JSON: a list of messages (--json-lines: one per line) with keys commit_log_offset, store_size,
+    topic, queue_id, queue_offset, tags, tags_code, keys, uniq_key, msg_id, flag, sys_flag,
+    born_timestamp, store_timestamp, born_host, store_host, body_length, body_crc, crc_ok, file,
+    and body (text or hex) unless --body none.
+
+    Example: rmqlab messages data/clean-small --topic TopicA --queue 1 --limit 5 --body text
+    """
+    from rmqlab import render
+    from rmqlab.codec.message import MessageRecord
+    from rmqlab.inspect.frames import message_row
+
+    mode = _mode(as_json, json_lines)
+    damage: list[Any] = []
+    rows: list[dict[str, Any]] = []
+    with _open(store, hash_slot_num, index_num) as snap:
+        if limit != 0:
+            for file, _off, rec in snap.iter_records(start=from_offset, damage=damage):
+                if not isinstance(rec, MessageRecord):
+                    continue
+                if (topic is not None and rec.topic != topic) or (queue_id is not None and rec.queue_id != queue_id):
+                    continue
+                row = message_row(rec, file)
+                if body == "text":
+                    row["body"] = rec.body.decode("utf-8", errors="replace")
+                    if mode == "table" and len(row["body"]) > 60:
+                        row["body"] = row["body"][:60] + "..."
+                elif body == "hex":
+                    row["body"] = rec.body.hex()
+                rows.append(row)
+                if limit is not None and len(rows) >= limit:
+                    break
+    if not render.emit(rows, rows, mode):
+        cols = ["commit_log_offset", "store_size", "topic", "queue_id", "queue_offset", "tags", "keys", "msg_id"]
+        cols += ["body"] if body != "none" else ["body_length"]
+        render.table(f"{len(rows)} messages", cols, ([r[c] for c in cols] for r in rows))
+    _warn_damage(damage)
+
+
+@main.command()
+@_store_options
+@click.argument("topic")
+@click.argument("queue_id", metavar="QUEUE", type=click.IntRange(min=0))
+@click.option("--from", "start", type=click.IntRange(min=0), default=None, help="First queue offset.")
+@click.option("--limit", type=click.IntRange(min=0), default=None, help="At most this many units.")
+@_output_options
+def cq(store: Path, hash_slot_num: int | None, index_num: int | None, topic: str, queue_id: int,
+       start: int | None, limit: int | None, as_json: bool, json_lines: bool) -> None:
+    """The ConsumeQueue units of one queue (valid units; pre-blank units left out).
+
+    JSON: a list of {queue_offset, commit_log_offset, size, tags_code, file, position}.
+
+    Example: rmqlab cq data/clean-small TopicA 0 --from 10 --limit 5
+    """
+    from rmqlab import render
+
+    mode = _mode(as_json, json_lines)
+    with _open(store, hash_slot_num, index_num) as snap:
+        df = snap.consume_queue(topic, queue_id, start, limit)
+    rows = render.frame_rows(df)
+    if not render.emit(rows, rows, mode):
+        render.frame_table(f"{topic}/{queue_id}: {len(df)} units", df)
+
+
+@main.command()
+@_store_options
+@click.option("--msg-id", help="Offset msgId (store host + offset), or a UNIQ_KEY (searched).")
+@click.option("--offset", "phy_offset", type=click.IntRange(min=0), help="CommitLog offset of the record.")
+@_BODY
+@_output_options
+def get(store: Path, hash_slot_num: int | None, index_num: int | None, msg_id: str | None,
+        phy_offset: int | None, body: str, as_json: bool, json_lines: bool) -> None:
+    """One fully decoded record, by offset msgId, UNIQ_KEY or CommitLog offset.
+
+    An offset msgId is decoded to its CommitLog offset; when no record with that store host
+    starts there, the id is looked up as a UNIQ_KEY (client message id) by walking the log.
+    JSON keys: msg_id, uniq_key, topic, queue_id, queue_offset, commit_log_offset, store_size,
+    version, magic, body_crc, crc_ok, flag, sys_flag, transaction_type, born_timestamp,
+    born_host, store_timestamp, store_host, reconsume_times, prepared_transaction_offset, tags,
+    tags_code, keys, properties, body_length, file, and body (unless --body none).
+
+    Example: rmqlab get data/clean-small --offset 0 --body text
+    """
+    from rmqlab import render
+    from rmqlab.codec.message import MessageRecord
+    from rmqlab.codec.msg_id import InvalidMessageId, decode_offset_msg_id
+
+    mode = _mode(as_json, json_lines)
+    if (msg_id is None) == (phy_offset is None):
+        raise click.UsageError("give exactly one of --msg-id and --offset")
+    with _open(store, hash_slot_num, index_num) as snap:
+        rec = None
+        if phy_offset is not None:
+            rec = snap.read_record(phy_offset)
+            if rec is None:
+                raise click.ClickException(f"no record starts at CommitLog offset {phy_offset}")
+        else:
+            assert msg_id is not None
+            try:
+                _ip, port, off = decode_offset_msg_id(msg_id)
+                rec = snap.read_record(off)
+                if rec is not None and (rec.store_host[1] != port or rec.msg_id != msg_id.upper()):
+                    rec = None
+            except InvalidMessageId:
+                if not all(ch in "0123456789abcdefABCDEF" for ch in msg_id) or not msg_id:
+                    raise
+            if rec is None:
+                for _, _, r in snap.iter_records(damage=[]):
+                    if isinstance(r, MessageRecord) and r.uniq_key is not None and r.uniq_key.upper() == msg_id.upper():
+                        rec = r
+                        break
+            if rec is None:
+                raise click.ClickException(f"no message with id {msg_id} (neither an offset msgId nor a UNIQ_KEY here)")
+        out = _body(rec, body)
+        mf = snap.file_of(rec.commit_log_offset)
+        out["file"] = f"commitlog/{mf.name}" if mf is not None else None
+    if not render.emit(out, [out], mode):
+        render.table(f"Record at {rec.commit_log_offset}", ["field", "value"], out.items())
+
+
+@main.command()
+@_store_options
+@click.option("--topic", required=True, help="Topic of the key.")
+@click.option("--key", required=True, help="A KEYS entry or a UNIQ_KEY.")
+@click.option("--begin", type=int, default=0, show_default=True, help="Earliest store time (epoch ms).")
+@click.option("--end", type=int, default=2**63 - 1, help="Latest store time (epoch ms; default: no limit).")
+@_output_options
+def query(store: Path, hash_slot_num: int | None, index_num: int | None, topic: str, key: str, begin: int,
+          end: int, as_json: bool, json_lines: bool) -> None:
+    """Messages carrying a key, found through the index (exact match; collisions shown).
+
+    The index returns every item whose key hash and time match; a *collision* is such an item
+    whose message does not carry the key (RocketMQ leaves that check to the client).
+    JSON keys: topic, key, begin, end, matches [{commit_log_offset, msg_id, topic, queue_id,
+    queue_offset, keys, uniq_key, store_timestamp, index_file, item}], collisions [same keys],
+    index_offsets (what the store's queryMessage returns, newest first).
+
+    Example: rmqlab query data/clean-small --topic TopicA --key shared-1
+    """
+    from rmqlab import render
+
+    mode = _mode(as_json, json_lines)
+    with _open(store, hash_slot_num, index_num) as snap:
+        chain = snap.index_chain(topic, key, begin, end)
+        hits = chain[chain.hash_matches & chain.time_in_window]
+        matches, collisions = [], []
+        for r in hits.itertuples(index=False):
+            rec = snap.read_record(int(r.phy_offset))
+            row = {"commit_log_offset": int(r.phy_offset), "msg_id": rec.msg_id if rec else None,
+                   "topic": rec.topic if rec else None, "queue_id": rec.queue_id if rec else None,
+                   "queue_offset": rec.queue_offset if rec else None, "keys": " ".join(rec.keys) if rec else None,
+                   "uniq_key": rec.uniq_key if rec else None,
+                   "store_timestamp": rec.store_timestamp if rec else None, "index_file": r.file,
+                   "item": int(r.item)}
+            (matches if r.message_has_key else collisions).append(row)
+    out = {"topic": topic, "key": key, "begin": begin, "end": end, "matches": matches, "collisions": collisions,
+           "index_offsets": [int(x) for x in hits.phy_offset]}
+    if render.emit(out, matches + collisions, mode):
+        return
+    cols = ["commit_log_offset", "msg_id", "queue_id", "queue_offset", "keys", "store_timestamp", "index_file"]
+    render.table(f"{len(matches)} messages with {topic}#{key}", cols, ([m[c] for c in cols] for m in matches))
+    if collisions:
+        render.table(f"{len(collisions)} hash collisions (same hash, key absent)", ["topic", *cols],
+                     ([m["topic"], *(m[c] for c in cols)] for m in collisions))
+
+
+@main.command()
+@_store_options
+@click.option("--file", "file", help="Show slot usage of this index file (name).")
+@click.option("--chain", nargs=2, metavar="TOPIC KEY", default=None, help="Walk the chain of TOPIC#KEY.")
+@_output_options
+def index(store: Path, hash_slot_num: int | None, index_num: int | None, file: str | None,
+          chain: tuple[str, str] | None, as_json: bool, json_lines: bool) -> None:
+    """Index files: headers, slot usage and chain lengths, or one key's chain walk.
+
+    JSON: without options a list of index files {name, path, size, begin_timestamp,
+    end_timestamp, begin_phy_offset, end_phy_offset, hash_slot_count, index_count, items,
+    hash_slot_num, index_num, used_slots, max_chain_length}; --file: a list of used slots
+    {slot, item, chain_length}; --chain: a list of steps {file, item, position, key_hash,
+    phy_offset, time_diff, prev_index, time, hash_matches, time_in_window, stop, message_found,
+    message_topic, message_keys, message_has_key, collision}, newest file first.
+
+    Example: rmqlab index data/clean-small --chain TopicA shared-1
+    """
+    from rmqlab import render
+
+    mode = _mode(as_json, json_lines)
+    with _open(store, hash_slot_num, index_num) as snap:
+        if chain:
+            df, title = snap.index_chain(*chain), f"Chain of {chain[0]}#{chain[1]} (newest file first)"
+        elif file:
+            df, title = snap.index_slots(file), f"Used slots of {file}"
+        else:
+            df, title = snap.index_files(), "Index files"
+    rows = render.frame_rows(df)
+    if not render.emit(rows, rows, mode):
+        render.frame_table(title, df)
+
+
+@main.command()
+@_store_options
+@click.option("--crc", is_flag=True, help="Also check every body CRC.")
+@_output_options
+def verify(store: Path, hash_slot_num: int | None, index_num: int | None, crc: bool, as_json: bool,
+           json_lines: bool) -> None:
+    """Cross-check CommitLog, ConsumeQueues, index and checkpoint; print every finding.
+
+    Exit status: 0 no errors or warnings (info findings allowed), 1 findings, 2 cannot read.
+    A progress bar goes to stderr when it is a terminal (never with --json/--json-lines).
+    JSON: {findings: [{severity, kind, file, offset, message}], counts: {error, warning, info},
+    ok}; --json-lines streams one finding per line as it is found.
+
+    Example: rmqlab verify data/clean-small --crc
+    """
+    from rmqlab import render
+    from rmqlab.inspect.verify import verify as run_verify
+
+    mode = _mode(as_json, json_lines)
+    counts = {"error": 0, "warning": 0, "info": 0}
+    found: list[dict[str, Any]] = []
+    with _open(store, hash_slot_num, index_num) as snap, _progress(snap, mode) as advance:
+        for f in run_verify(snap, check_crc=crc, progress=advance):
+            counts[f.severity] += 1
+            d = f.to_dict()
+            if mode == "json-lines":
+                render.print_json_lines([d])
+            elif mode == "json":
+                found.append(d)
+            else:
+                style = {"error": "red", "warning": "yellow"}.get(f.severity, "dim")
+                render.console.print(f"[{style}]{f.severity:7}[/{style}] {f.kind:32} {f.file} @{f.offset}: "
+                                     f"{f.message}", soft_wrap=True)
+    ok = counts["error"] == 0 and counts["warning"] == 0
+    if mode == "json":
+        render.print_json({"findings": found, "counts": counts, "ok": ok})
+    elif mode == "table":
+        render.console.print("OK" if ok else f"{counts['error']} errors, {counts['warning']} warnings, "
+                             f"{counts['info']} info found")
+    if not ok:
+        sys.exit(1)
+
+
+class _progress:
+    """A rich progress bar over the CommitLog bytes, on stderr, only when it is a terminal."""
+
+    def __init__(self, snap: Any, mode: str) -> None:
+        self.total = sum(mf.mapped_length for mf in snap.commit_log_files)
+        self.enabled = mode == "table" and sys.stderr.isatty()
+        self.bar: Any = None
+
+    def __enter__(self) -> Any:
+        if not self.enabled:
+            return None
+        from rich.console import Console
+        from rich.progress import Progress
+
+        self.bar = Progress(console=Console(stderr=True), transient=True)
+        self.bar.start()
+        task = self.bar.add_task("verifying", total=self.total)
+        return lambda n: self.bar.advance(task, n)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+@main.command()
+@_store_options
+@click.option("--dry-run", is_flag=True, help="Print the plan (required: this command never changes files).")
+@click.option("--rocketmq-version", type=click.Choice(["4.9.8", "5.3.3"]), default="4.9.8", show_default=True,
+              help="Whose recovery rules to apply.")
+@_output_options
+def recover(store: Path, hash_slot_num: int | None, index_num: int | None, dry_run: bool, rocketmq_version: str,
+            as_json: bool, json_lines: bool) -> None:
+    """Explain what recovery will do when the store is next opened (read-only).
+
+    Recovery itself happens when MessageStore.open() (or the broker) opens the store, from the
+    same plan; this command only prints it, so --dry-run is required.
+    JSON: RecoveryPlan.to_dict(): mode, rocketmq_version, max_phy_offset_of_consume_queue,
+    checkpoint {...}, start_file, start_reason, candidates, records_checked, bytes_checked,
+    process_offset, last_valid_offset, stop_file, stop_offset, stop_reason, dispatch_from,
+    files_to_delete, truncate_file, truncate_position, truncate_consume_queues,
+    destroy_consume_queues, steps [{phase, file, offset, decision, reason}], notes.
+
+    Example: rmqlab recover tests/fixtures/crash-tail/store --dry-run
+    """
+    from rmqlab import render
+
+    mode = _mode(as_json, json_lines)
+    if not dry_run:
+        raise click.UsageError(
+            "recover only explains (--dry-run): recovery happens when MessageStore.open() or the broker opens "
+            "the store; copy the store and open the copy to carry it out")
+    with _open(store, hash_slot_num, index_num) as snap:
+        plan = snap.explain_recovery(rocketmq_version=rocketmq_version)
+    out = plan.to_dict()
+    if render.emit(out, out["steps"], mode):
+        return
+    c = render.console
+    c.print(f"[bold]{plan.mode} recovery[/bold] ({plan.rocketmq_version}): start at {plan.start_file} "
+            f"({plan.start_reason})")
+    c.print(f"walk checks {plan.records_checked} records, stops at {plan.stop_offset} in {plan.stop_file}: "
+            f"{plan.stop_reason}")
+    c.print(f"new max physical offset {plan.process_offset}; consume queues' max offset "
+            f"{plan.max_phy_offset_of_consume_queue}"
+            + ("; consume queues truncated" if plan.truncate_consume_queues else ""))
+    if plan.dispatch_from is not None:
+        c.print(f"re-dispatch from {plan.dispatch_from}")
+    if plan.truncate_file:
+        c.print(f"truncate {plan.truncate_file} at position {plan.truncate_position}")
+    for name in plan.files_to_delete:
+        c.print(f"delete {name}")
+    render.table("Steps", ["phase", "file", "offset", "decision", "reason"],
+                 ([s["phase"], s["file"], s["offset"], s["decision"], s["reason"]] for s in out["steps"]))
+    for n in plan.notes:
+        c.print(f"note: {n}")
+
+
+@main.command()
+@_store_options
+@click.option("--plan", "plan_only", is_flag=True, help="Print the plan (required: nothing is deleted).")
+@click.option("--now", help="Time of the cleanup round, ISO 8601 (default: now). Its zone is deleteWhen's.")
+@click.option("--disk-ratio", type=click.FloatRange(0.0, 1.0), default=None,
+              help="Disk usage 0.0-1.0 to assume (default: the real usage of the store's file system).")
+@click.option("--file-reserved-time", type=click.IntRange(min=0), default=72, show_default=True,
+              help="fileReservedTime in hours.")
+@click.option("--delete-when", default="04", show_default=True, help="deleteWhen hours, e.g. '04' or '03;04'.")
+@_output_options
+def cleanup(store: Path, hash_slot_num: int | None, index_num: int | None, plan_only: bool, now: str | None,
+            disk_ratio: float | None, file_reserved_time: int, delete_when: str, as_json: bool,
+            json_lines: bool) -> None:
+    """Explain what one CommitLog cleanup round would delete, and why (read-only).
+
+    JSON: CleanupPlan.to_dict(): now_ms, now_local, tz, local_hour, delete_when_hours,
+    is_time_up, physic_ratio, logics_ratio, thresholds, file_reserved_time_ms, triggers, trigger,
+    files [{name, decision, why, reason, ...}], to_delete, summary, ...
+
+    Example: rmqlab cleanup data/clean-small --plan --now 2030-01-01T04:00:00+00:00 --disk-ratio 0.5
+    """
+    import datetime as dt
+
+    from rmqlab import render
+    from rmqlab.config import MessageStoreConfig
+
+    mode = _mode(as_json, json_lines)
+    if not plan_only:
+        raise click.UsageError("cleanup only explains (--plan): the store's CleanCommitLogService deletes files "
+                               "when the store runs")
+    when = None
+    if now is not None:
+        try:
+            when = dt.datetime.fromisoformat(now)
+        except ValueError:
+            raise click.BadParameter(f"not an ISO 8601 time: {now!r}", param_hint="--now") from None
+    config = MessageStoreConfig(file_reserved_time=file_reserved_time, delete_when=delete_when)
+    with _open(store, hash_slot_num, index_num) as snap:
+        plan = snap.explain_cleanup(now=when, disk_ratio=disk_ratio, config=config)
+    out = plan.to_dict()
+    if render.emit(out, out["files"], mode):
+        return
+    render.console.print(plan.summary())
+    cols = ["name", "decision", "why", "reason"]
+    render.table("Files (oldest first)", cols, ([f.get(c, "") for c in cols] for f in out["files"]))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["console", "print_json", "print_json_lines", "table"]
+__all__ = ["console", "emit", "frame_rows", "frame_table", "ms_to_iso", "print_json", "print_json_lines", "table"]
 
 console = Console(highlight=False)
 
@@ -40,3 +40,54 @@ def print_json(obj: Any) -> None:
 def print_json_lines(rows: Iterable[Any]) -> None:
     for row in rows:
         print(json.dumps(row, default=_default, ensure_ascii=False))
+
+
+def frame_rows(df: Any) -> list[dict[str, Any]]:
+    """DataFrame -> JSON-friendly dicts (NaN/NA -> None, numpy scalars -> Python)."""
+    out = []
+    for rec in df.to_dict(orient="records"):
+        out.append({k: _plain(v) for k, v in rec.items()})
+    return out
+
+
+def _plain(v: Any) -> Any:
+    if v is None:
+        return None
+    try:
+        if v != v:  # NaN
+            return None
+    except (TypeError, ValueError):
+        pass
+    if type(v).__name__ == "NAType":
+        return None
+    if hasattr(v, "item"):
+        return v.item()
+    return v
+
+
+def emit(obj: Any, rows: Iterable[Any] | None, mode: str) -> bool:
+    """Print ``obj`` as JSON (mode "json") or ``rows`` as JSON lines (mode "json-lines").
+
+    Returns False for mode "table": the caller prints people-friendly tables itself.
+    """
+    if mode == "json":
+        print_json(obj)
+        return True
+    if mode == "json-lines":
+        print_json_lines(rows if rows is not None else [obj])
+        return True
+    return False
+
+
+def frame_table(title: str, df: Any, columns: Sequence[str] | None = None) -> None:
+    cols = list(columns or df.columns)
+    table(title, cols, df[cols].itertuples(index=False))
+
+
+def ms_to_iso(ms: int) -> str:
+    """Epoch ms as an ISO-8601 UTC string ("" for 0 or negative)."""
+    import datetime as _dt
+
+    if not ms or ms <= 0:
+        return ""
+    return _dt.datetime.fromtimestamp(ms / 1000, _dt.UTC).isoformat(timespec="milliseconds")

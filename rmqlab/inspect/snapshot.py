@@ -1,8 +1,20 @@
 """Read-only snapshots of any store dir: a broker's live dir, a copy, or a damaged copy.
 
-``open_snapshot(path)`` maps every CommitLog file with ``ACCESS_READ``. It never creates,
-truncates, deletes, locks or writes anything: no ``lock`` taken, no ``abort`` or ``checkpoint``
-written, no recovery run. Damage is reported (file and offset), never repaired.
+``open_snapshot(path)`` maps every CommitLog, ConsumeQueue and index file with ``ACCESS_READ``.
+It never creates, truncates, deletes, locks or writes anything: no ``lock`` taken, no ``abort``
+or ``checkpoint`` written, no recovery run. Damage is reported (file and offset), never repaired.
+
+Sizes are inferred from the files, since a store dir does not record its configuration:
+
+* CommitLog / ConsumeQueue file size: the largest file, or the distance between the first two
+  file names when that is larger (a trimmed last file is then accepted as shorter).
+* Index files do not record their slot and item counts (the header's ``hash_slot_count`` is the
+  number of *used* slots). ``hash_slot_num``/``index_num`` default to auto-detection: a file of
+  ``40 + s*4 + n*20`` bytes for RocketMQ's defaults (5,000,000 / 20,000,000) or the small preset
+  (64 / 256, ``MessageStoreConfig.small``) is recognised; any other size needs both values passed
+  explicitly (``open_snapshot(p, hash_slot_num=..., index_num=...)``, CLI ``--hash-slot-num`` /
+  ``--index-num``), else the index views raise :class:`~rmqlab.errors.ConfigError` and
+  ``verify`` reports one finding.
 
 A CommitLog file shorter than the configured size (a trimmed sample, see ``data/README.md``) is
 accepted as the last file: its missing tail counts as unwritten space.
@@ -10,24 +22,35 @@ accepted as the last file: its missing tail counts as unwritten space.
 
 from __future__ import annotations
 
+import bisect
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
-from rmqlab.codec.message import BlankRecord, MessageRecord
+import numpy as np
+
+from rmqlab.codec.checkpoint import CHECKPOINT_DATA_SIZE, Checkpoint
+from rmqlab.codec.consume_queue_unit import CQ_STORE_UNIT_SIZE, CQ_UNIT_DTYPE, units_view
+from rmqlab.codec.index_layout import index_file_size
+from rmqlab.codec.message import BlankRecord, MessageRecord, decode_message
 from rmqlab.codec.names import parse_offset_file_name
 from rmqlab.codec.walk import iter_records
-from rmqlab.errors import CorruptRecord, NotAStore
+from rmqlab.errors import ConfigError, CorruptRecord, NotAStore
 from rmqlab.files.mapped_file import MappedFile
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Damage", "StoreSnapshot", "open_snapshot"]
+    from rmqlab.store.index_file import IndexFile
+
+__all__ = ["INDEX_PRESETS", "Damage", "QueueFiles", "StoreSnapshot", "open_snapshot"]
 
 _STORE_MARKERS = ("commitlog", "consumequeue", "index", "checkpoint")
+#: (hash_slot_num, index_num) presets recognised by index file size: RocketMQ's defaults, small.
+INDEX_PRESETS = ((5_000_000, 5_000_000 * 4), (64, 256))
 
 
 @dataclass(frozen=True)
@@ -40,48 +63,175 @@ class Damage:
     detail: str
 
 
-class StoreSnapshot:
-    """A read-only view of one store dir. Use as a context manager or call :meth:`close`."""
+@dataclass
+class QueueFiles:
+    """One topic/queue's ConsumeQueue files, mapped read-only, oldest first."""
 
-    def __init__(self, path: str, *, commit_log_file_size: int | None = None) -> None:
+    topic: str
+    queue_id: int
+    files: list[MappedFile]
+
+    def valid_units(self, mf: MappedFile) -> np.ndarray:
+        """The units of one file up to the first invalid one (``offset < 0 or size <= 0``)."""
+        units = units_view(mf.buffer)
+        bad = np.flatnonzero((units["commit_log_offset"] < 0) | (units["size"] <= 0))
+        return units[: int(bad[0])] if bad.size else units
+
+    def units(self) -> tuple[int, np.ndarray]:
+        """``(first queue offset, units)``: valid units of every file, contiguous from the first.
+
+        Stops at the first file that is not full of valid units (like ``ConsumeQueue.recover``).
+        A single file is returned as a zero-copy view; several are concatenated.
+        """
+        if not self.files:
+            return 0, np.empty(0, CQ_UNIT_DTYPE)
+        base = self.files[0].file_from_offset // CQ_STORE_UNIT_SIZE
+        parts = []
+        for mf in self.files:
+            part = self.valid_units(mf)
+            parts.append(part)
+            if len(part) * CQ_STORE_UNIT_SIZE < mf.file_size:
+                break
+        return base, parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+class StoreSnapshot:
+    """A read-only view of one store dir. Use as a context manager or call :meth:`close`.
+
+    Attributes: ``commit_log_files`` (``MappedFile`` list, oldest first), ``consume_queues``
+    (``{(topic, queue_id): QueueFiles}``), ``index_paths``, ``abort_present``, the inferred
+    ``commit_log_file_size``, ``consume_queue_file_size``, ``hash_slot_num``, ``index_num``.
+    DataFrames come from the methods (built in :mod:`rmqlab.inspect.frames`).
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        commit_log_file_size: int | None = None,
+        consume_queue_file_size: int | None = None,
+        hash_slot_num: int | None = None,
+        index_num: int | None = None,
+    ) -> None:
         self.path = os.path.abspath(path)
-        if not os.path.isdir(self.path):
+        if not os.path.exists(self.path):
             raise NotAStore(self.path, "no such directory")
+        if not os.path.isdir(self.path):
+            raise NotAStore(self.path, "not a directory")
         entries = set(os.listdir(self.path))
         if not entries & set(_STORE_MARKERS):
             raise NotAStore(self.path, "not a RocketMQ store (no commitlog/, consumequeue/, index/ or checkpoint)")
-        self.commit_log_dir = os.path.join(self.path, "commitlog")
-        names = []
-        if os.path.isdir(self.commit_log_dir):
-            for name in os.listdir(self.commit_log_dir):
-                full = os.path.join(self.commit_log_dir, name)
-                if os.path.isfile(full) and parse_offset_file_name(name) is not None:
-                    names.append(name)
-        names.sort()
-        sizes = [os.path.getsize(os.path.join(self.commit_log_dir, n)) for n in names]
-        self.commit_log_file_size = commit_log_file_size or self._infer_file_size(names, sizes)
         self.commit_log_files: list[MappedFile] = []
+        self.consume_queues: dict[tuple[str, int], QueueFiles] = {}
+        self._index_files: list[IndexFile] | None = None
         try:
-            for name, size in zip(names, sizes, strict=True):
-                if size == 0:
-                    continue
-                self.commit_log_files.append(
-                    MappedFile(os.path.join(self.commit_log_dir, name), self.commit_log_file_size, read_only=True)
-                )
+            self._map_commit_log(commit_log_file_size)
+            self._map_consume_queues(consume_queue_file_size)
+            self._find_index_files(hash_slot_num, index_num)
         except BaseException:
             self.close()
             raise
         self.abort_present = os.path.exists(os.path.join(self.path, "abort"))
 
-    @staticmethod
-    def _infer_file_size(names: list[str], sizes: list[int]) -> int:
-        """Largest file size, or the distance between consecutive file names if larger."""
-        size = max(sizes, default=0)
-        offsets = [parse_offset_file_name(n) or 0 for n in names]
-        gaps = [b - a for a, b in pairwise(offsets) if b > a]
-        return max([size, *gaps[:1]]) or 1024 * 1024 * 1024
+    # ------------------------------------------------------------------ opening
+    def _map_commit_log(self, file_size: int | None) -> None:
+        self.commit_log_dir = os.path.join(self.path, "commitlog")
+        names, sizes = _offset_files(self.commit_log_dir)
+        self.commit_log_file_size = file_size or _infer_file_size(names, sizes, 1024 * 1024 * 1024)
+        for name, size in zip(names, sizes, strict=True):
+            if size:
+                self.commit_log_files.append(
+                    MappedFile(os.path.join(self.commit_log_dir, name), self.commit_log_file_size, read_only=True)
+                )
+        self._starts = [mf.file_from_offset for mf in self.commit_log_files]
 
-    # ------------------------------------------------------------------ walking
+    def _map_consume_queues(self, file_size: int | None) -> None:
+        root = os.path.join(self.path, "consumequeue")
+        found: list[tuple[str, int, list[str], list[int]]] = []
+        all_names: list[str] = []
+        all_sizes: list[int] = []
+        if os.path.isdir(root):
+            for topic in sorted(os.listdir(root)):
+                tdir = os.path.join(root, topic)
+                if not os.path.isdir(tdir):
+                    continue
+                for qname in sorted(os.listdir(tdir), key=lambda s: (len(s), s)):
+                    qdir = os.path.join(tdir, qname)
+                    if not (qname.isdigit() and os.path.isdir(qdir)):
+                        continue
+                    names, sizes = _offset_files(qdir)
+                    found.append((topic, int(qname), names, sizes))
+                    if not all_names:
+                        all_names = names
+                    all_sizes.extend(sizes)
+        self.consume_queue_file_size = file_size or _infer_file_size(all_names, all_sizes, 300_000 * 20)
+        for topic, qid, names, sizes in found:
+            qdir = os.path.join(root, topic, str(qid))
+            files = [
+                MappedFile(os.path.join(qdir, n), self.consume_queue_file_size, read_only=True)
+                for n, s in zip(names, sizes, strict=True) if s
+            ]
+            self.consume_queues[(topic, qid)] = QueueFiles(topic, qid, files)
+
+    def _find_index_files(self, hash_slot_num: int | None, index_num: int | None) -> None:
+        self.index_dir = os.path.join(self.path, "index")
+        self.index_paths: list[str] = []
+        if os.path.isdir(self.index_dir):
+            self.index_paths = [
+                os.path.join(self.index_dir, n) for n in sorted(os.listdir(self.index_dir))
+                if n.isdigit() and os.path.isfile(os.path.join(self.index_dir, n))
+            ]
+        self.index_error = ""
+        if hash_slot_num and index_num:
+            self.hash_slot_num, self.index_num = hash_slot_num, index_num
+            return
+        self.hash_slot_num, self.index_num = INDEX_PRESETS[0]
+        sizes = {os.path.getsize(p) for p in self.index_paths}
+        for slots, items in INDEX_PRESETS:
+            if sizes and sizes <= {index_file_size(slots, items)}:
+                self.hash_slot_num, self.index_num = slots, items
+                return
+        if sizes:
+            self.index_error = (
+                f"index file size(s) {sorted(sizes)} match no known layout (40 + slots*4 + items*20 for "
+                f"{' or '.join(f'{s}/{n}' for s, n in INDEX_PRESETS)}): pass hash_slot_num and index_num"
+            )
+
+    # ------------------------------------------------------------------ commit log
+    @property
+    def min_offset(self) -> int:
+        return self._starts[0] if self._starts else 0
+
+    @cached_property
+    def max_offset(self) -> int:
+        """End of the readable log: where the walk stops in the newest non-empty file."""
+        for mf in reversed(self.commit_log_files):
+            end = scan_end(mf.buffer)
+            if end > 0:
+                return mf.file_from_offset + end
+        return self.min_offset
+
+    def file_of(self, offset: int) -> MappedFile | None:
+        """The CommitLog file holding ``offset``, or None."""
+        i = bisect.bisect_right(self._starts, offset) - 1
+        if i < 0:
+            return None
+        mf = self.commit_log_files[i]
+        return mf if offset < mf.file_from_offset + mf.mapped_length else None
+
+    def read_record(self, offset: int, *, check_crc: bool = False) -> MessageRecord | None:
+        """The message starting exactly at ``offset``, or None (no file, blank, damage)."""
+        mf = self.file_of(offset)
+        if mf is None:
+            return None
+        try:
+            rec = decode_message(mf.buffer, offset - mf.file_from_offset, check_crc=check_crc, file=mf.name)
+        except CorruptRecord:
+            return None
+        if not isinstance(rec, MessageRecord) or rec.commit_log_offset != offset:
+            return None
+        return rec
+
     def iter_records(
         self, *, start: int | None = None, check_crc: bool = False, damage: list[Damage] | None = None
     ) -> Iterator[tuple[str, int, MessageRecord | BlankRecord]]:
@@ -95,57 +245,130 @@ class StoreSnapshot:
             if start is not None and base + mf.mapped_length <= start:
                 continue
             pos = max(0, start - base) if start is not None else 0
-            try:
-                for off, rec in iter_records(mf.buffer, pos, check_crc=check_crc, file=mf.file_name,
-                                             base_offset=base):
-                    yield mf.name, off, rec
-            except CorruptRecord as e:
-                if damage is None:
-                    raise
-                damage.append(Damage(mf.name, e.offset, e.reason, e.detail))
-            if start is not None and pos > 0:
-                start = None
+            yield from self.iter_file_records(mf, pos, check_crc=check_crc, damage=damage)
+            start = None
 
-    def iter_messages(self, topic: str | None = None, *, start: int | None = None,
+    @staticmethod
+    def iter_file_records(
+        mf: MappedFile, pos: int = 0, *, check_crc: bool = False, damage: list[Damage] | None = None
+    ) -> Iterator[tuple[str, int, MessageRecord | BlankRecord]]:
+        """One file's records from byte ``pos``; damage as in :meth:`iter_records`."""
+        try:
+            for off, rec in iter_records(mf.buffer, pos, check_crc=check_crc, file=mf.name,
+                                         base_offset=mf.file_from_offset):
+                yield mf.name, off, rec
+        except CorruptRecord as e:
+            if damage is None:
+                raise
+            damage.append(Damage(mf.name, e.offset, e.reason, e.detail))
+
+    def iter_messages(self, topic: str | None = None, *, queue_id: int | None = None, start: int | None = None,
                       damage: list[Damage] | None = None) -> Iterator[MessageRecord]:
         for _, _, rec in self.iter_records(start=start, damage=damage):
-            if isinstance(rec, MessageRecord) and (topic is None or rec.topic == topic):
+            if (isinstance(rec, MessageRecord) and (topic is None or rec.topic == topic)
+                    and (queue_id is None or rec.queue_id == queue_id)):
                 yield rec
 
-    # ------------------------------------------------------------------ frames
-    def messages(self, topic: str | None = None, start: int | None = None, limit: int | None = None) -> pd.DataFrame:
-        """One row per message (bodies summarised by length and CRC), in CommitLog order."""
-        import pandas as pd
+    # ------------------------------------------------------------------ other files
+    def checkpoint_values(self) -> Checkpoint | None:
+        """The checkpoint file's values, or None when it is missing or shorter than 40 bytes."""
+        path = os.path.join(self.path, "checkpoint")
+        if not os.path.isfile(path):
+            return None
+        with open(path, "rb") as f:
+            raw = f.read(CHECKPOINT_DATA_SIZE)
+        return Checkpoint.unpack(raw) if len(raw) == CHECKPOINT_DATA_SIZE else None
 
-        rows: list[dict[str, Any]] = []
-        for rec in self.iter_messages(topic, start=start):
-            rows.append(_message_row(rec))
-            if limit is not None and len(rows) >= limit:
-                break
-        return pd.DataFrame(rows, columns=_MESSAGE_COLUMNS)
+    def index_files_opened(self) -> list[IndexFile]:
+        """Every index file as a read-only ``IndexFile`` (oldest first); ConfigError if sizes are unknown."""
+        if self.index_error:
+            raise ConfigError(self.index_error)
+        if self._index_files is None:
+            from rmqlab.store.index_file import IndexFile
+
+            self._index_files = []
+            for p in self.index_paths:
+                if os.path.getsize(p):
+                    self._index_files.append(IndexFile(p, self.hash_slot_num, self.index_num, read_only=True))
+        return self._index_files
+
+    def index_file(self, name: str) -> IndexFile:
+        for f in self.index_files_opened():
+            if f.name == os.path.basename(name):
+                return f
+        raise ConfigError(f"no index file {name!r} in {self.index_dir}")
+
+    # ------------------------------------------------------------------ frames (see frames.py)
+    def files(self) -> pd.DataFrame:
+        from rmqlab.inspect import frames
+
+        return frames.files_frame(self)
+
+    def messages(self, topic: str | None = None, start: int | None = None, limit: int | None = None, *,
+                 queue_id: int | None = None, damage: list[Damage] | None = None) -> pd.DataFrame:
+        """One row per message (bodies summarised by length and CRC), in CommitLog order."""
+        from rmqlab.inspect import frames
+
+        return frames.messages_frame(self, topic, start, limit, queue_id=queue_id, damage=damage)
+
+    def consume_queue(self, topic: str, queue_id: int, start: int | None = None,
+                      limit: int | None = None) -> pd.DataFrame:
+        from rmqlab.inspect import frames
+
+        return frames.consume_queue_frame(self, topic, queue_id, start, limit)
+
+    def index_files(self) -> pd.DataFrame:
+        from rmqlab.inspect import frames
+
+        return frames.index_files_frame(self)
+
+    def index_slots(self, file: str, *, used_only: bool = True) -> pd.DataFrame:
+        from rmqlab.inspect import frames
+
+        return frames.index_slots_frame(self, file, used_only=used_only)
+
+    def index_chain(self, topic: str, key: str, begin: int = 0, end: int = 2**63 - 1) -> pd.DataFrame:
+        from rmqlab.inspect import frames
+
+        return frames.index_chain_frame(self, topic, key, begin, end)
+
+    def checkpoint(self) -> pd.DataFrame:
+        from rmqlab.inspect import frames
+
+        return frames.checkpoint_frame(self)
 
     def topics(self) -> pd.DataFrame:
-        """Per topic and queue: message count, queue offset range, bytes (from the CommitLog)."""
-        import pandas as pd
+        from rmqlab.inspect import frames
 
-        stats: dict[tuple[str, int], list[int]] = {}
-        for rec in self.iter_messages():
-            s = stats.setdefault((rec.topic, rec.queue_id), [0, rec.queue_offset, rec.queue_offset, 0])
-            s[0] += 1
-            s[1] = min(s[1], rec.queue_offset)
-            s[2] = max(s[2], rec.queue_offset)
-            s[3] += rec.store_size
-        rows = [
-            {"topic": t, "queue_id": q, "messages": n, "min_queue_offset": lo, "max_queue_offset": hi, "bytes": b}
-            for (t, q), (n, lo, hi, b) in sorted(stats.items())
-        ]
-        return pd.DataFrame(rows, columns=["topic", "queue_id", "messages", "min_queue_offset",
-                                           "max_queue_offset", "bytes"])
+        return frames.topics_frame(self)
 
+    def verify(self, *, check_crc: bool = False, progress: Any = None) -> Iterator[Any]:
+        from rmqlab.inspect.verify import verify
+
+        return verify(self, check_crc=check_crc, progress=progress)
+
+    def explain_recovery(self, **kwargs: Any) -> Any:
+        from rmqlab.inspect.explain import explain_recovery
+
+        return explain_recovery(self, **kwargs)
+
+    def explain_cleanup(self, **kwargs: Any) -> Any:
+        from rmqlab.inspect.explain import explain_cleanup
+
+        return explain_cleanup(self, **kwargs)
+
+    # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
         for mf in self.commit_log_files:
             mf.close()
         self.commit_log_files = []
+        for q in self.consume_queues.values():
+            for mf in q.files:
+                mf.close()
+        self.consume_queues = {}
+        for f in self._index_files or []:
+            f.mapped_file.close()
+        self._index_files = None
 
     def __enter__(self) -> StoreSnapshot:
         return self
@@ -154,37 +377,53 @@ class StoreSnapshot:
         self.close()
 
 
-_MESSAGE_COLUMNS = [
-    "commit_log_offset", "store_size", "topic", "queue_id", "queue_offset", "tags", "tags_code", "keys",
-    "uniq_key", "msg_id", "flag", "sys_flag", "born_timestamp", "store_timestamp", "born_host", "store_host",
-    "body_length", "body_crc", "crc_ok",
-]
+def _offset_files(directory: str) -> tuple[list[str], list[int]]:
+    """Sorted names (20-digit offsets) of the regular files in ``directory`` and their sizes."""
+    if not os.path.isdir(directory):
+        return [], []
+    names = sorted(
+        n for n in os.listdir(directory)
+        if parse_offset_file_name(n) is not None and os.path.isfile(os.path.join(directory, n))
+    )
+    return names, [os.path.getsize(os.path.join(directory, n)) for n in names]
 
 
-def _message_row(rec: MessageRecord) -> dict[str, Any]:
-    return {
-        "commit_log_offset": rec.commit_log_offset,
-        "store_size": rec.store_size,
-        "topic": rec.topic,
-        "queue_id": rec.queue_id,
-        "queue_offset": rec.queue_offset,
-        "tags": rec.tags,
-        "tags_code": rec.tags_code,
-        "keys": " ".join(rec.keys),
-        "uniq_key": rec.uniq_key,
-        "msg_id": rec.msg_id,
-        "flag": rec.flag,
-        "sys_flag": rec.sys_flag,
-        "born_timestamp": rec.born_timestamp,
-        "store_timestamp": rec.store_timestamp,
-        "born_host": f"{rec.born_host[0]}:{rec.born_host[1]}",
-        "store_host": f"{rec.store_host[0]}:{rec.store_host[1]}",
-        "body_length": len(rec.body),
-        "body_crc": rec.body_crc,
-        "crc_ok": rec.crc_ok,
-    }
+def _infer_file_size(names: list[str], sizes: list[int], default: int) -> int:
+    """Largest file size, or the distance between the first two file names if larger."""
+    size = max(sizes, default=0)
+    offsets = [parse_offset_file_name(n) or 0 for n in names]
+    gaps = [b - a for a, b in pairwise(offsets) if b > a]
+    return max([size, *gaps[:1]]) or default
+
+
+def scan_end(buf: Any) -> int:
+    """Where a record-header hop over ``buf`` stops: after a blank record, the file's end; else
+    the first position that does not start a plausible record (zeros, damage, a torn tail).
+
+    Header-only (TOTALSIZE + magic) for speed; ``verify`` decodes every record.
+    """
+    import struct
+
+    from rmqlab.codec.flags import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2
+
+    head = struct.Struct(">ii")
+    n = len(buf)
+    pos = 0
+    while pos + 8 <= n:
+        total, magic = head.unpack_from(buf, pos)
+        if magic == BLANK_MAGIC_CODE:
+            return n
+        if magic not in (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2) or total < 8 or pos + total > n:
+            break
+        pos += total
+    return pos
 
 
 def open_snapshot(path: str | os.PathLike[str], **kwargs: Any) -> StoreSnapshot:
-    """Open ``path`` read-only. Raises ``NotAStore`` when it is not a store dir."""
+    """Open ``path`` read-only. Raises ``NotAStore`` when it is not a store dir.
+
+    Keyword arguments: ``commit_log_file_size``, ``consume_queue_file_size``, ``hash_slot_num``,
+    ``index_num`` (each inferred from the files when omitted; see the module docstring).
+    """
     return StoreSnapshot(os.fspath(path), **kwargs)
+

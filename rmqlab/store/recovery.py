@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from rmqlab.codec import flags
 from rmqlab.codec.checkpoint import Checkpoint
 from rmqlab.codec.message import store_timestamp_position
-from rmqlab.codec.walk import check_message_and_return_size
+from rmqlab.codec.walk import DispatchRequest, check_message_and_return_size
 from rmqlab.config import MessageStoreConfig
 from rmqlab.events import RecoveryStep
 
@@ -245,11 +245,13 @@ def _walk(files: Sequence[CommitLogFileView], index: int, plan: RecoveryPlan, co
                                                            rocketmq_version=version)
             reason = ""
         if ok and size > 0:
-            plan.last_valid_offset = view.file_from_offset + pos
-            plan.records_checked += 1
-            plan.bytes_checked += size
-            pos += size
-            continue
+            reason = _rmqlab_checks(buf, pos, size, _req, view.file_from_offset + pos, check_crc, plan)
+            if not reason:
+                plan.last_valid_offset = view.file_from_offset + pos
+                plan.records_checked += 1
+                plan.bytes_checked += size
+                pos += size
+                continue
         if ok and size == 0:
             plan.step("record", view.name, view.file_from_offset + pos, "blank record: next file", "end of file")
             index += 1
@@ -271,6 +273,45 @@ def _walk(files: Sequence[CommitLogFileView], index: int, plan: RecoveryPlan, co
         plan.process_offset = plan.stop_offset
     else:
         plan.process_offset = view.file_from_offset + pos
+
+
+def _rmqlab_checks(buf: memoryview | bytes, pos: int, size: int, req: DispatchRequest | None, offset: int,
+                   check_crc: bool, plan: RecoveryPlan) -> str:
+    """Checks rmqlab adds to a record RocketMQ accepted; a non-empty result stops the walk there.
+
+    They can only fire on damage: a record RocketMQ itself wrote always carries its own offset
+    and never ends its properties with a zero byte, so for a valid store the walk,
+    and hence ``process_offset``, is exactly RocketMQ's.
+    """
+    version = plan.rocketmq_version
+    if req is not None and req.commit_log_offset != offset:
+        plan.notes.append(
+            f"record at {offset} passes magic, CRC and length checks but its PHYSICALOFFSET is "
+            f"{req.commit_log_offset}: a stale record left over in a reused file (RocketMQ issue 10017). "
+            f"rmqlab stops here; RocketMQ {version} would have accepted it and walked on."
+        )
+        return f"stale record: PHYSICALOFFSET {req.commit_log_offset} != its position {offset}"
+    if req is not None and req.properties is not None and buf[pos + size - 1] == 0:
+        plan.notes.append(
+            f"record at {offset}: body CRC and lengths pass but the properties end with a zero byte, "
+            f"which no broker writes (they end with 0x02 or the last value's text): the tail of a torn "
+            f"write (the body CRC does not cover the properties, RocketMQ issue 7437). rmqlab stops "
+            f"here; RocketMQ {version} would have accepted it with damaged keys, tags and uniq key."
+        )
+        return "torn record: properties end with a zero byte"
+    if check_crc and _INT.unpack_from(buf, pos + 8)[0] == 0 and _body_length(buf, pos) > 0:
+        plan.notes.append(
+            f"record at {offset} has body CRC 0 and crc32(body) & 0x7FFFFFFF really is 0: accepted. "
+            f"RocketMQ versions with issue 9121 (fixed by PR 9122) treated a CRC of 0 as a failed check "
+            f"and would have cut the log here, dropping this and every later record."
+        )
+    return ""
+
+
+def _body_length(buf: memoryview | bytes, pos: int) -> int:
+    sys_flag = _INT.unpack_from(buf, pos + 36)[0]
+    at = store_timestamp_position(sys_flag) + 8 + (20 if sys_flag & flags.STOREHOSTADDRESS_V6_FLAG else 8) + 12
+    return int(_INT.unpack_from(buf, pos + at)[0])
 
 
 def _why_bad(buf: memoryview | bytes, pos: int, size: int, check_crc: bool, version: str) -> str:

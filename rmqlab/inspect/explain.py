@@ -1,0 +1,106 @@
+"""Explain recovery and cleanup on a read-only snapshot with the engine's own plan functions.
+
+``explain_recovery`` gathers exactly what ``MessageStore.load()`` feeds ``plan_recovery`` — the
+CommitLog files' bytes, the consume queues' max physical offset (their ``recover()`` run in
+read-only mode: nothing truncated), the checkpoint file and whether ``abort`` exists — and returns
+the same ``RecoveryPlan``. ``explain_cleanup`` builds ``CommitLogFileInfo`` from the files (name,
+offset, size, mtime; no readers) and calls ``plan_cleanup``. Neither changes a byte.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any
+
+from rmqlab.codec.checkpoint import Checkpoint
+from rmqlab.config import MessageStoreConfig
+
+if TYPE_CHECKING:
+    from rmqlab.inspect.snapshot import StoreSnapshot
+    from rmqlab.store.cleanup import CleanupPlan
+    from rmqlab.store.recovery import RecoveryPlan
+
+__all__ = ["explain_cleanup", "explain_recovery", "snapshot_config"]
+
+
+def snapshot_config(snap: StoreSnapshot, config: MessageStoreConfig | None = None,
+                    **changes: Any) -> MessageStoreConfig:
+    """``config`` (default: RocketMQ's defaults) with the sizes inferred from the snapshot."""
+    base = config or MessageStoreConfig()
+    return base.with_(
+        store_path_root_dir=snap.path,
+        mapped_file_size_commit_log=snap.commit_log_file_size,
+        mapped_file_size_consume_queue=snap.consume_queue_file_size,
+        max_hash_slot_num=snap.hash_slot_num,
+        max_index_num=snap.index_num,
+        **changes,
+    )
+
+
+def explain_recovery(snap: StoreSnapshot, *, config: MessageStoreConfig | None = None,
+                     rocketmq_version: str | None = None) -> RecoveryPlan:
+    """The ``RecoveryPlan`` opening this store would compute and carry out (nothing is changed).
+
+    Index files an abnormal-exit load would destroy (end timestamp newer than the checkpoint's
+    index timestamp) are listed in ``plan.notes``.
+    """
+    from rmqlab.store.consume_queue_store import ConsumeQueueStore
+    from rmqlab.store.recovery import CommitLogFileView, plan_recovery
+
+    changes = {"rocketmq_version": rocketmq_version} if rocketmq_version else {}
+    cfg = snapshot_config(snap, config, **changes)
+    cqs = ConsumeQueueStore(os.path.join(snap.path, "consumequeue"), cfg.consume_queue_file_size,
+                            rocketmq_version=cfg.rocketmq_version, read_only=True)
+    try:
+        cqs.load()
+        cq_max = cqs.recover()
+    finally:
+        cqs.shutdown()
+    checkpoint = snap.checkpoint_values() or Checkpoint()
+    views = [CommitLogFileView(mf.name, mf.file_from_offset, mf.buffer) for mf in snap.commit_log_files]
+    plan = plan_recovery(views, cfg.mapped_file_size_commit_log, last_exit_ok=not snap.abort_present,
+                         max_phy_offset_of_consume_queue=cq_max, checkpoint=checkpoint, config=cfg)
+    if snap.abort_present and not snap.index_error:
+        for f in snap.index_files_opened():
+            if f.end_timestamp > checkpoint.index_msg_timestamp:
+                plan.notes.append(
+                    f"index file {f.name} will be destroyed at load: end_timestamp {f.end_timestamp} > checkpoint "
+                    f"index_msg_timestamp {checkpoint.index_msg_timestamp} (rebuilt by re-dispatch)")
+    return plan
+
+
+def explain_cleanup(snap: StoreSnapshot, *, now: datetime | int | None = None, disk_ratio: float | None = None,
+                    config: MessageStoreConfig | None = None, tz: timezone | None = None) -> CleanupPlan:
+    """The ``CleanupPlan`` of one CleanCommitLogService round at ``now`` with the disk ``disk_ratio`` full.
+
+    ``now``: a datetime or epoch ms (default: the system clock, read here, never in the plan);
+    ``tz``: the zone ``deleteWhen`` hours are read in (default: ``now``'s zone, else UTC);
+    ``disk_ratio`` (0.0-1.0; default: the real usage of the store's file system) is used for both
+    the CommitLog and the ConsumeQueue ratios.
+    """
+    from rmqlab.files.fs import system_disk_usage
+    from rmqlab.store.cleanup import CommitLogFileInfo, plan_cleanup
+
+    cfg = snapshot_config(snap, config)
+    if now is None:
+        now = datetime.now(UTC)
+    if isinstance(now, datetime):
+        if now.tzinfo is None:
+            now = now.replace(tzinfo=UTC)
+        zone = tz or timezone(now.utcoffset() or timedelta(0))
+        now_ms = int(now.timestamp() * 1000)
+    else:
+        zone, now_ms = tz or UTC, int(now)
+    if disk_ratio is None:
+        physic = system_disk_usage(snap.commit_log_dir if os.path.isdir(snap.commit_log_dir) else snap.path)
+        logics = system_disk_usage(os.path.join(snap.path, "consumequeue"))
+    else:
+        physic = logics = disk_ratio
+    files = [
+        CommitLogFileInfo(mf.name, mf.file_from_offset, snap.commit_log_file_size,
+                          os.stat(mf.file_name).st_mtime_ns // 1_000_000)
+        for mf in snap.commit_log_files
+    ]
+    return plan_cleanup(files, now_ms=now_ms, physic_ratio=physic, logics_ratio=logics, config=cfg,
+                        tz=zone)

@@ -1,0 +1,461 @@
+"""verify(snapshot) -> a stream of findings: do CommitLog, ConsumeQueues and index agree?
+
+Checks, in one pass per CommitLog file (memory: one file's record columns, plus each queue's
+valid units and each index file's item columns as numpy arrays, zero-copy where possible):
+
+* layout — file names are start offsets, sizes equal the file size (a shorter *last* CommitLog
+  file is ``info``), no gaps; index files have a known layout;
+* CommitLog — every record decodes (damage: ``commitlog_<reason>`` at the exact offset, the
+  walk of that file stops there, like recovery); the stored physical offset equals the
+  position (stale records of a reused file); blank records only at file ends; a non-last
+  file ends with a blank; with ``check_crc`` each body CRC (``commitlog_crc_mismatch``;
+  the walk goes on);
+* CQ -> log — every unit points at a record start with the same topic, queue, queue offset,
+  size and tags code (``cq_unit_no_record``, ``cq_unit_mismatch``; units past the end of the
+  readable log, ``cq_units_past_log_end``);
+* log -> CQ — every record (except PREPARED/ROLLBACK transaction records) has its unit:
+  ``not_in_consume_queue`` (warning: dispatch lag, re-dispatched by recovery) or
+  ``consume_queue_points_elsewhere`` (error);
+* index -> log — every item points at a record start (``index_item_no_record``) whose
+  ``topic#key`` / ``topic#uniq_key`` hashes include the item's hash (``index_item_wrong_key``);
+* checkpoint — present, timestamps not after the newest record by more than 3 s; ``abort``
+  present is reported as ``info``.
+
+Offsets: for CommitLog findings the absolute log offset (= file name + position); for CQ and
+index findings the byte position inside the named file. Nothing is ever raised for bad data.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from rmqlab.codec.consume_queue_unit import CQ_STORE_UNIT_SIZE, MAX_ADDR
+from rmqlab.codec.flags import SCHEDULE_TOPIC, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
+from rmqlab.codec.index_layout import HASH_SLOT_SIZE, INDEX_HEADER_SIZE, INDEX_SIZE
+from rmqlab.codec.message import BlankRecord, MessageRecord
+from rmqlab.codec.names import parse_offset_file_name
+from rmqlab.inspect.frames import index_items, record_key_hashes
+
+if TYPE_CHECKING:
+    from rmqlab.files.mapped_file import MappedFile
+    from rmqlab.inspect.snapshot import StoreSnapshot
+
+__all__ = ["CHECKPOINT_SLACK_MS", "SEVERITIES", "Finding", "verify"]
+
+SEVERITIES = ("error", "warning", "info")
+CHECKPOINT_SLACK_MS = 3000
+_PRE_BLANK_SIZE = 0x7FFFFFFF
+_MAX_PER_KIND = 1000  # per-unit/per-item findings of one kind per file beyond this are summarised
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing verify noticed. ``file`` is relative to the store dir."""
+
+    severity: str  # "error" | "warning" | "info"
+    kind: str
+    file: str
+    offset: int
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ------------------------------------------------------------------------------------ helpers
+class _Queue:
+    """A queue's valid units as native int64 columns, and where each unit lives on disk."""
+
+    def __init__(self, snap: StoreSnapshot, key: tuple[str, int]) -> None:
+        q = snap.consume_queues[key]
+        self.files = q.files
+        self.file_size = snap.consume_queue_file_size
+        self.base, units = q.units()
+        self.off = units["commit_log_offset"].astype(np.int64)
+        self.size = units["size"].astype(np.int64)
+        self.tags = units["tags_code"].astype(np.int64)
+        self.real = self.size != _PRE_BLANK_SIZE
+        self.sorted = bool(np.all(np.diff(self.off[self.real]) >= 0)) if self.real.any() else True
+        self.first_path = os.path.relpath(self.files[0].file_name, snap.path) if self.files else ""
+        self.root = snap.path
+
+    def where(self, i: int) -> tuple[str, int]:
+        """(relative file, byte position) of unit ``i``."""
+        logical = (self.base + i) * CQ_STORE_UNIT_SIZE
+        first = self.files[0].file_from_offset
+        k = min((logical - first) // self.file_size, len(self.files) - 1)
+        mf = self.files[k]
+        return os.path.relpath(mf.file_name, self.root), logical - mf.file_from_offset
+
+    def in_range(self, lo: int, hi: int) -> np.ndarray:
+        """Indexes of real units with ``lo <= offset < hi``."""
+        if self.sorted:
+            idx = np.flatnonzero(self.real)
+            offs = self.off[idx]
+            return idx[np.searchsorted(offs, lo, "left"): np.searchsorted(offs, hi, "left")]
+        return np.flatnonzero(self.real & (self.off >= lo) & (self.off < hi))
+
+
+class _Index:
+    def __init__(self, snap: StoreSnapshot, f: Any) -> None:
+        items = index_items(f)
+        self.name = os.path.relpath(f.file_name, snap.path)
+        self.hash = items["key_hash"].astype(np.int64)
+        self.phy = items["phy_offset"].astype(np.int64)
+        self.sorted = bool(np.all(np.diff(self.phy) >= 0))
+        self.item_base = INDEX_HEADER_SIZE + f.hash_slot_num * HASH_SLOT_SIZE
+
+    def position(self, i: int) -> int:
+        return self.item_base + (i + 1) * INDEX_SIZE
+
+    def in_range(self, lo: int, hi: int) -> np.ndarray:
+        if self.sorted:
+            return np.arange(np.searchsorted(self.phy, lo, "left"), np.searchsorted(self.phy, hi, "left"))
+        return np.flatnonzero((self.phy >= lo) & (self.phy < hi))
+
+
+@dataclass
+class _FileRecords:
+    """Columns of one CommitLog file's records (walk order = offset order)."""
+
+    offs: np.ndarray
+    qkey: np.ndarray
+    qo: np.ndarray
+    size: np.ndarray
+    tags: np.ndarray
+    check: np.ndarray  # False for PREPARED/ROLLBACK (no CQ unit expected)
+    sched: np.ndarray  # SCHEDULE_TOPIC: tags code is a due time
+    pairs: np.ndarray  # (offset - file start) << 31 | index key hash, sorted
+    end: int  # absolute offset where the walk stopped
+    newest_ts: int
+
+
+# ------------------------------------------------------------------------------------ verify
+def verify(snap: StoreSnapshot, *, check_crc: bool = False,
+           progress: Callable[[int], None] | None = None) -> Iterator[Finding]:
+    """Yield findings one at a time (see the module docstring); never raises for bad data."""
+    yield from _check_layout(snap)
+    if snap.abort_present:
+        yield Finding("info", "abort_present", "abort", 0,
+                      "abort file present: the last exit was not clean; opening runs abnormal recovery")
+    queue_ids = {k: i for i, k in enumerate(snap.consume_queues)}
+    queues: dict[int, _Queue] = {}
+    for k, i in queue_ids.items():
+        queues[i] = _Queue(snap, k)
+        if not queues[i].sorted:
+            yield Finding("warning", "cq_not_monotonic", queues[i].first_path, 0,
+                          f"consume queue {k[0]}/{k[1]}: commit log offsets are not increasing")
+    indexes: list[_Index] = []
+    if not snap.index_error:
+        for f in snap.index_files_opened():
+            indexes.append(_Index(snap, f))
+    newest_ts = 0
+    log_files = snap.commit_log_files
+    from rmqlab.inspect.snapshot import scan_end
+
+    last_data = max((i for i, mf in enumerate(log_files) if scan_end(mf.buffer) > 0), default=-1)
+    for n, mf in enumerate(log_files):
+        found: list[Finding] = []
+        recs = _walk_file(snap, mf, queue_ids, check_crc, last=n >= last_data, out=found)
+        yield from found
+        newest_ts = max(newest_ts, recs.newest_ts)
+        lo, hi = mf.file_from_offset, mf.file_from_offset + snap.commit_log_file_size
+        yield from _log_to_cq(snap, mf, recs, queues)
+        yield from _cq_to_log(snap, recs, queues, queue_ids, lo, hi)
+        yield from _index_to_log(recs, indexes, lo, hi)
+        if progress is not None:
+            progress(mf.mapped_length)
+    end = log_files[-1].file_from_offset + snap.commit_log_file_size if log_files else 0
+    yield from _outside_log(snap, queues, queue_ids, indexes, end)
+    yield from _check_checkpoint(snap, newest_ts)
+
+
+def _check_layout(snap: StoreSnapshot) -> Iterator[Finding]:
+    yield from _check_files("commitlog", snap.commit_log_dir, snap.commit_log_files, snap.commit_log_file_size,
+                            snap.path, short_last_ok=True)
+    for (topic, qid), q in snap.consume_queues.items():
+        qdir = os.path.join(snap.path, "consumequeue", topic, str(qid))
+        yield from _check_files(f"consumequeue {topic}/{qid}", qdir, q.files, snap.consume_queue_file_size,
+                                snap.path, short_last_ok=False)
+    if snap.index_error:
+        yield Finding("warning", "index_layout_unknown", "index", 0, snap.index_error + "; index not checked")
+        return
+    for f in snap.index_files_opened():
+        rel = os.path.relpath(f.file_name, snap.path)
+        if f.mapped_file.mapped_length != f.file_size:
+            yield Finding("error", "file_size_mismatch", rel, 0,
+                          f"index file is {f.mapped_file.mapped_length} bytes, expected {f.file_size}")
+        if not 1 <= f.index_count <= f.index_num:
+            yield Finding("error", "index_header_bad", rel, 36,
+                          f"index_count {f.index_count} outside 1..{f.index_num}")
+
+
+def _check_files(what: str, directory: str, files: list[MappedFile], file_size: int, root: str,
+                 *, short_last_ok: bool) -> Iterator[Finding]:
+    if os.path.isdir(directory):
+        for name in sorted(os.listdir(directory)):
+            full = os.path.join(directory, name)
+            if parse_offset_file_name(name) is None:
+                yield Finding("warning", "unexpected_file", os.path.relpath(full, root), 0,
+                              f"{what}: {name!r} is not a 20-digit offset file name")
+            elif os.path.getsize(full) == 0:
+                yield Finding("warning", "empty_file", os.path.relpath(full, root), 0, f"{what}: empty file")
+    prev: MappedFile | None = None
+    for i, mf in enumerate(files):
+        rel = os.path.relpath(mf.file_name, root)
+        if mf.file_from_offset % file_size:
+            yield Finding("error", "file_name_misaligned", rel, mf.file_from_offset,
+                          f"{what}: start offset {mf.file_from_offset} is not a multiple of the file size {file_size}")
+        if prev is not None and mf.file_from_offset != prev.file_from_offset + file_size:
+            kind = "file_gap" if mf.file_from_offset > prev.file_from_offset + file_size else "file_overlap"
+            yield Finding("error", kind, rel, mf.file_from_offset,
+                          f"{what}: file starts at {mf.file_from_offset}, previous file ends at "
+                          f"{prev.file_from_offset + file_size}")
+        size = os.path.getsize(mf.file_name)
+        if size != file_size:
+            last = i == len(files) - 1
+            if last and short_last_ok and size < file_size:
+                yield Finding("info", "short_last_file", rel, mf.file_from_offset + size,
+                              f"{what}: last file is {size} of {file_size} bytes "
+                              "(trimmed; the rest reads as unwritten)")
+            else:
+                yield Finding("error", "file_size_mismatch", rel, mf.file_from_offset,
+                              f"{what}: file is {size} bytes, expected {file_size}")
+        prev = mf
+
+
+def _walk_file(snap: StoreSnapshot, mf: MappedFile, queue_ids: dict[tuple[str, int], int], check_crc: bool,
+               *, last: bool, out: list[Finding]) -> _FileRecords:
+    """Decode one file's records into columns; damage and record-level problems go to ``out``."""
+    from rmqlab.inspect.snapshot import Damage
+
+    rel = os.path.relpath(mf.file_name, snap.path)
+    base = mf.file_from_offset
+    offs: list[int] = []
+    qkey: list[int] = []
+    qo: list[int] = []
+    size: list[int] = []
+    tags: list[int] = []
+    check: list[bool] = []
+    sched: list[bool] = []
+    pairs: list[int] = []
+    newest = 0
+    damage: list[Damage] = []
+    end = base
+    blank = False
+    extra = len(queue_ids)
+    unknown: dict[tuple[str, int], int] = {}
+    for _, off, rec in snap.iter_file_records(mf, 0, damage=damage):
+        if isinstance(rec, BlankRecord):
+            blank = True
+            end = off + rec.size
+            if off + rec.size != base + snap.commit_log_file_size:
+                out.append(Finding("error", "blank_not_at_file_end", rel, off,
+                                   f"blank record of {rec.size} bytes ends at {off + rec.size}, the file at "
+                                   f"{base + snap.commit_log_file_size}"))
+            continue
+        assert isinstance(rec, MessageRecord)
+        end = off + rec.store_size
+        if rec.commit_log_offset != off:
+            out.append(Finding("error", "commitlog_phys_offset_mismatch", rel, off,
+                               f"record at {off} says its physical offset is {rec.commit_log_offset} "
+                               "(a stale record of a reused file?)"))
+        if check_crc and not rec.crc_ok:
+            out.append(Finding("error", "commitlog_crc_mismatch", rel, off,
+                               f"body CRC {rec.body_crc} does not match the body of {len(rec.body)} bytes "
+                               "(recovery with checkCRCOnRecover cuts the log here)"))
+        k = (rec.topic, rec.queue_id)
+        qid = queue_ids.get(k)
+        if qid is None:
+            qid = unknown.setdefault(k, extra + len(unknown))
+        offs.append(off)
+        qkey.append(qid)
+        qo.append(rec.queue_offset)
+        size.append(rec.store_size)
+        tc = rec.tags_code
+        tags.append(tc)
+        check.append(rec.transaction_type not in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE))
+        sched.append(rec.topic == SCHEDULE_TOPIC)
+        rel_off = (off - base) << 31
+        pairs.extend(rel_off | h for h in record_key_hashes(rec))
+        newest = max(newest, rec.store_timestamp)
+    for d in damage:
+        end = d.offset
+        out.append(Finding("error", f"commitlog_{d.reason}", rel, d.offset,
+                           f"{d.detail or d.reason}; the walk of this file stops here"
+                           + ("" if last else f" ({base + mf.mapped_length - d.offset} bytes not read)")))
+    if not blank and not damage and not last and mf.mapped_length:
+        out.append(Finding("error", "file_not_full", rel, end,
+                           "the records stop before the end of a file that is not the last (no blank record); "
+                           "recovery would end the log here"))
+    i64 = np.int64
+    return _FileRecords(
+        np.array(offs, i64), np.array(qkey, i64), np.array(qo, i64), np.array(size, i64), np.array(tags, i64),
+        np.array(check, bool), np.array(sched, bool), np.unique(np.array(pairs, i64)), end, newest,
+    )
+
+
+def _capped(findings: list[Finding], kind: str, file: str, offset: int, what: str) -> Iterator[Finding]:
+    yield from findings[:_MAX_PER_KIND]
+    if len(findings) > _MAX_PER_KIND:
+        yield Finding(findings[0].severity, kind, file, offset,
+                      f"... and {len(findings) - _MAX_PER_KIND} more {what} (not listed)")
+
+
+def _log_to_cq(snap: StoreSnapshot, mf: MappedFile, recs: _FileRecords, queues: dict[int, _Queue]) -> Iterator[Finding]:
+    rel = os.path.relpath(mf.file_name, snap.path)
+    keys = list(snap.consume_queues)
+    missing: list[Finding] = []
+    elsewhere: list[Finding] = []
+    for qid in np.unique(recs.qkey[recs.check]):
+        sel = np.flatnonzero((recs.qkey == qid) & recs.check)
+        q = queues.get(int(qid))
+        if q is None:
+            for j in sel:
+                missing.append(Finding("warning", "not_in_consume_queue", rel, int(recs.offs[j]),
+                                       f"record (queue offset {int(recs.qo[j])}) has no consume queue at all"))
+            continue
+        name = f"{keys[int(qid)][0]}/{keys[int(qid)][1]}"
+        pos = recs.qo[sel] - q.base
+        past = pos >= len(q.off)
+        for j in sel[past]:
+            missing.append(Finding("warning", "not_in_consume_queue", rel, int(recs.offs[j]),
+                                   f"{name} queue offset {int(recs.qo[j])} is at or past the consume queue's end "
+                                   f"{q.base + len(q.off)} (not dispatched yet; recovery re-dispatches it)"))
+        inside = (pos >= 0) & ~past
+        js, ps = sel[inside], pos[inside]
+        wrong = q.off[ps] != recs.offs[js]
+        for j, p in zip(js[wrong], ps[wrong], strict=True):
+            elsewhere.append(Finding("error", "consume_queue_points_elsewhere", rel, int(recs.offs[j]),
+                                     f"{name} queue offset {int(recs.qo[j])}: its unit points at "
+                                     f"{int(q.off[p])}, not at this record"))
+    missing.sort(key=lambda f: f.offset)
+    elsewhere.sort(key=lambda f: f.offset)
+    yield from _capped(missing, "not_in_consume_queue", rel, recs.end, "records missing from consume queues")
+    yield from _capped(elsewhere, "consume_queue_points_elsewhere", rel, recs.end, "records")
+
+
+def _cq_to_log(snap: StoreSnapshot, recs: _FileRecords, queues: dict[int, _Queue],
+               queue_ids: dict[tuple[str, int], int], lo: int, hi: int) -> Iterator[Finding]:
+    names = {i: f"{k[0]}/{k[1]}" for k, i in queue_ids.items()}
+    for qid, q in queues.items():
+        idx = q.in_range(lo, hi)
+        if not idx.size:
+            continue
+        uoff = q.off[idx]
+        past = uoff >= recs.end
+        if past.any():
+            f, p = q.where(int(idx[past][0]))
+            yield Finding("error", "cq_units_past_log_end", f, p,
+                          f"{names[qid]}: {int(past.sum())} unit(s) from queue offset {q.base + int(idx[past][0])} "
+                          f"point at or past {recs.end}, where the readable log of this file ends")
+        idx, uoff = idx[~past], uoff[~past]
+        j = np.searchsorted(recs.offs, uoff)
+        jj = np.minimum(j, max(len(recs.offs) - 1, 0))
+        hit = (j < len(recs.offs)) & (recs.offs[jj] == uoff) if len(recs.offs) else np.zeros(len(uoff), bool)
+        bad: list[Finding] = []
+        for i in idx[~hit]:
+            f, p = q.where(int(i))
+            bad.append(Finding("error", "cq_unit_no_record", f, p,
+                               f"{names[qid]} queue offset {q.base + int(i)}: unit points at {int(q.off[i])}, "
+                               "where no record starts"))
+        idx, jj = idx[hit], jj[hit]
+        tags_ok = (recs.tags[jj] == q.tags[idx]) | recs.sched[jj] | (q.tags[idx] <= MAX_ADDR)
+        checks = {
+            "topic/queue": recs.qkey[jj] == qid,
+            "queue offset": recs.qo[jj] == q.base + idx,
+            "size": recs.size[jj] == q.size[idx],
+            "tags code": tags_ok,
+        }
+        ok = np.logical_and.reduce(list(checks.values()))
+        for n in np.flatnonzero(~ok):
+            i, r = int(idx[n]), int(jj[n])
+            what = ", ".join(k for k, v in checks.items() if not v[n])
+            f, p = q.where(i)
+            bad.append(Finding("error", "cq_unit_mismatch", f, p,
+                               f"{names[qid]} queue offset {q.base + i} -> record at {int(q.off[i])}: {what} differ "
+                               f"(unit size {int(q.size[i])} tags {int(q.tags[i])}; record queue offset "
+                               f"{int(recs.qo[r])} size {int(recs.size[r])} tags {int(recs.tags[r])})"))
+        if bad:
+            yield from _capped(bad, bad[0].kind, bad[0].file, bad[0].offset, "units")
+
+
+def _index_to_log(recs: _FileRecords, indexes: list[_Index], lo: int, hi: int) -> Iterator[Finding]:
+    for ix in indexes:
+        idx = ix.in_range(lo, hi)
+        if not idx.size:
+            continue
+        phy = ix.phy[idx]
+        past = phy >= recs.end
+        if past.any():
+            yield Finding("error", "index_items_past_log_end", ix.name, ix.position(int(idx[past][0])),
+                          f"{int(past.sum())} item(s) point at or past {recs.end}, where the readable log of "
+                          "this file ends")
+        idx, phy = idx[~past], phy[~past]
+        key = ((phy - lo) << 31) | ix.hash[idx]
+        ok = np.isin(key, recs.pairs)
+        bad: list[Finding] = []
+        for i in idx[~ok]:
+            p = int(ix.phy[i])
+            j = int(np.searchsorted(recs.offs, p))
+            starts = j < len(recs.offs) and int(recs.offs[j]) == p
+            if starts:
+                bad.append(Finding("error", "index_item_wrong_key", ix.name, ix.position(int(i)),
+                                   f"item {int(i) + 1} (hash {int(ix.hash[i])}) points at the record at {p}, "
+                                   "which has no key with that hash"))
+            else:
+                bad.append(Finding("error", "index_item_no_record", ix.name, ix.position(int(i)),
+                                   f"item {int(i) + 1} points at {p}, where no record starts"))
+        if bad:
+            yield from _capped(bad, bad[0].kind, ix.name, bad[0].offset, "items")
+
+
+def _outside_log(snap: StoreSnapshot, queues: dict[int, _Queue], queue_ids: dict[tuple[str, int], int],
+                 indexes: list[_Index], end: int) -> Iterator[Finding]:
+    start = snap.min_offset
+    names = {i: f"{k[0]}/{k[1]}" for k, i in queue_ids.items()}
+    for qid, q in queues.items():
+        before = np.flatnonzero(q.real & (q.off < start))
+        if before.size:
+            f, p = q.where(int(before[0]))
+            yield Finding("info", "cq_units_before_log_start", f, p,
+                          f"{names[qid]}: {before.size} unit(s) point before the first CommitLog file ({start}); "
+                          "their files were cleaned up")
+        after = np.flatnonzero(q.real & (q.off >= end))
+        if after.size:
+            f, p = q.where(int(after[0]))
+            yield Finding("error", "cq_units_past_log_end", f, p,
+                          f"{names[qid]}: {after.size} unit(s) point past the last CommitLog file (end {end})")
+    for ix in indexes:
+        before = np.flatnonzero(ix.phy < start)
+        if before.size:
+            yield Finding("info", "index_items_before_log_start", ix.name, ix.position(int(before[0])),
+                          f"{before.size} item(s) point before the first CommitLog file ({start})")
+        after = np.flatnonzero(ix.phy >= end)
+        if after.size:
+            yield Finding("error", "index_items_past_log_end", ix.name, ix.position(int(after[0])),
+                          f"{after.size} item(s) point past the last CommitLog file (end {end})")
+
+
+def _check_checkpoint(snap: StoreSnapshot, newest_ts: int) -> Iterator[Finding]:
+    cp = snap.checkpoint_values()
+    if cp is None:
+        if snap.commit_log_files:
+            yield Finding("warning", "checkpoint_missing", "checkpoint", 0,
+                          "no readable checkpoint file: opening treats every timestamp as 0")
+        return
+    fields = (("physic_msg_timestamp", 0), ("logics_msg_timestamp", 8), ("index_msg_timestamp", 16))
+    for name, pos in fields:
+        value = getattr(cp, name)
+        if newest_ts and value > newest_ts + CHECKPOINT_SLACK_MS:
+            yield Finding("warning", "checkpoint_in_future", "checkpoint", pos,
+                          f"{name} {value} is {value - newest_ts} ms after the newest record's store time "
+                          f"{newest_ts}")
+        elif newest_ts and value == 0 and name != "index_msg_timestamp":
+            yield Finding("info", "checkpoint_zero", "checkpoint", pos,
+                          f"{name} is 0 although the log holds records (never flushed?)")

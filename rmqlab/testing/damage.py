@@ -1,0 +1,172 @@
+"""Byte surgery on store files: flip, set, zero, truncate, scribble, re-checksum (LevelDB log_test).
+
+Every helper opens the file, changes exactly the bytes it names, and closes it; nothing here
+knows about a running store, so damage a store only while it is closed (or killed). Offsets are
+byte offsets inside the file (not CommitLog offsets); :func:`file_position` converts.
+
+These exist so tests and notebooks can say "flip bit 3 of byte 120 of the second CommitLog
+file" and then assert *where* recovery stopped and *why*.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import struct
+
+from rmqlab.codec.crc import body_crc
+from rmqlab.codec.flags import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
+
+__all__ = [
+    "body_range",
+    "file_position",
+    "fix_body_crc",
+    "flip_bit",
+    "forge_crc32_suffix",
+    "overwrite_tail_with_garbage",
+    "read_bytes",
+    "set_bytes",
+    "truncate_file",
+    "zero_range",
+]
+
+_INT = struct.Struct(">i")
+
+
+def file_position(commit_log_offset: int, file_size: int) -> tuple[str, int]:
+    """``(20-digit file name, position inside it)`` holding an absolute CommitLog offset."""
+    base = commit_log_offset - commit_log_offset % file_size
+    return f"{base:020d}", commit_log_offset - base
+
+
+def read_bytes(path: str | os.PathLike[str], offset: int, length: int) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return f.read(length)
+
+
+def set_bytes(path: str | os.PathLike[str], offset: int, data: bytes) -> bytes:
+    """Overwrite ``len(data)`` bytes at ``offset``; returns the bytes that were there."""
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        old = f.read(len(data))
+        f.seek(offset)
+        f.write(data)
+    return old
+
+
+def flip_bit(path: str | os.PathLike[str], offset: int, bit: int = 0) -> tuple[int, int]:
+    """Invert bit ``bit`` (0 = least significant) of the byte at ``offset``; returns (old, new)."""
+    if not 0 <= bit < 8:
+        raise ValueError(f"bit must be 0..7, not {bit}")
+    old = read_bytes(path, offset, 1)
+    if len(old) != 1:
+        raise ValueError(f"{path}: offset {offset} is past the end of the file")
+    new = old[0] ^ (1 << bit)
+    set_bytes(path, offset, bytes([new]))
+    return old[0], new
+
+
+def zero_range(path: str | os.PathLike[str], start: int, end: int | None = None) -> int:
+    """Write zeros over ``[start, end)`` (``end`` default: end of file); returns bytes zeroed."""
+    size = os.path.getsize(path)
+    end = size if end is None else min(end, size)
+    if end <= start:
+        return 0
+    with open(path, "r+b") as f:
+        f.seek(start)
+        remaining = end - start
+        chunk = b"\0" * min(remaining, 1 << 20)
+        while remaining > 0:
+            n = min(remaining, len(chunk))
+            f.write(chunk[:n])
+            remaining -= n
+    return end - start
+
+
+def truncate_file(path: str | os.PathLike[str], length: int) -> int:
+    """Cut (or extend with zeros) the file to ``length`` bytes; returns the old length."""
+    old = os.path.getsize(path)
+    os.truncate(path, length)
+    return old
+
+
+def overwrite_tail_with_garbage(
+    path: str | os.PathLike[str], from_offset: int, seed: int, length: int | None = None
+) -> bytes:
+    """Random bytes (``random.Random(seed)``) from ``from_offset`` to the end (or ``length`` bytes).
+
+    The first 8 bytes are re-drawn until they are neither a valid magic nor all zeros, so the
+    garbage cannot be mistaken for the normal end of data. Returns what was written.
+    """
+    size = os.path.getsize(path)
+    n = size - from_offset if length is None else min(length, size - from_offset)
+    rng = random.Random(seed)
+    data = bytearray(rng.randbytes(n))
+    from rmqlab.codec import flags
+
+    magics = {flags.MESSAGE_MAGIC_CODE_V1, flags.MESSAGE_MAGIC_CODE_V2, flags.BLANK_MAGIC_CODE}
+    while n >= 8 and (_INT.unpack_from(data, 4)[0] in magics or not any(data[:8])):
+        data[:8] = rng.randbytes(8)
+    set_bytes(path, from_offset, bytes(data))
+    return bytes(data)
+
+
+def body_range(path: str | os.PathLike[str], record_offset: int) -> tuple[int, int]:
+    """``(start, end)`` file positions of the body of the record starting at ``record_offset``."""
+    head = read_bytes(path, record_offset, 40)
+    sys_flag = _INT.unpack_from(head, 36)[0]
+    pos = record_offset + 48 + (20 if sys_flag & BORNHOST_V6_FLAG else 8)
+    pos += 8 + (20 if sys_flag & STOREHOSTADDRESS_V6_FLAG else 8)
+    pos += 12  # reconsume times, prepared transaction offset
+    body_len = _INT.unpack(read_bytes(path, pos, 4))[0]
+    return pos + 4, pos + 4 + max(0, body_len)
+
+
+def fix_body_crc(path: str | os.PathLike[str], record_offset: int) -> int:
+    """Recompute BODYCRC (``crc32(body) & 0x7FFFFFFF``) of the record at ``record_offset``.
+
+    Use after changing a body on purpose, to make a record that is damaged in a way the CRC does
+    not see. Returns the new CRC.
+    """
+    start, end = body_range(path, record_offset)
+    crc = body_crc(read_bytes(path, start, end - start))
+    set_bytes(path, record_offset + 8, _INT.pack(crc))
+    return crc
+
+
+def _crc_table() -> list[int]:
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0xEDB88320 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+def forge_crc32_suffix(prefix: bytes, target: int = 0) -> bytes:
+    """Four bytes ``s`` such that ``zlib.crc32(prefix + s) == target``.
+
+    CRC-32 is linear, so any value can be reached by choosing the last four bytes: walk the
+    register back from ``target`` to find the four table indices, then forward from the
+    register after ``prefix`` to find the bytes that select them. Used to build a body whose
+    stored CRC is legitimately 0 (RocketMQ issue 9121).
+    """
+    import zlib
+
+    table = _crc_table()
+    by_top = {t >> 24: i for i, t in enumerate(table)}
+    reg = target ^ 0xFFFFFFFF
+    indices = []
+    for _ in range(4):
+        i = by_top[reg >> 24]
+        indices.append(i)
+        reg = ((reg ^ table[i]) << 8) & 0xFFFFFFFF
+    indices.reverse()
+    reg = zlib.crc32(prefix) ^ 0xFFFFFFFF
+    out = bytearray()
+    for i in indices:
+        out.append((reg ^ i) & 0xFF)
+        reg = (reg >> 8) ^ table[i]
+    return bytes(out)

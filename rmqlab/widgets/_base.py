@@ -1,0 +1,96 @@
+"""The shape every view shares: a Source, a Throttle fed by the store's bus, figure widgets
+updated in place from the pure builders in :mod:`rmqlab.widgets.figures`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, ClassVar
+
+from rmqlab.widgets import require_widgets
+from rmqlab.widgets._source import Source, as_source
+from rmqlab.widgets._throttle import ALL, EventRouter, Throttle
+
+__all__ = ["ALL", "View", "set_figure"]
+
+
+def set_figure(target: Any, new: Any) -> bool:
+    """Make FigureWidget ``target`` show Figure ``new`` inside one ``batch_update``.
+
+    Traces are updated in place when the count and types match (one message to the browser);
+    otherwise replaced. Returns True when traces were replaced (click handlers must be re-added).
+    """
+    replaced = False
+    with target.batch_update():
+        if len(target.data) == len(new.data) and all(a.type == b.type for a, b in zip(target.data, new.data,
+                                                                                        strict=True)):
+            for trace, fresh in zip(target.data, new.data, strict=True):
+                d = fresh.to_plotly_json()
+                d.pop("type", None)
+                d.pop("uid", None)
+                trace.update(d, overwrite=True)
+        else:
+            target.data = ()
+            target.add_traces(list(new.data))
+            replaced = True
+        target.layout.update(new.layout.to_plotly_json(), overwrite=True)
+    return replaced
+
+
+class View:
+    """Base of the views: ``source`` (live store or snapshot), ``widget`` (what is displayed),
+    ``refresh()`` (redraw now), ``close()`` (unsubscribe). ``ROUTES`` maps event classes to the
+    dirty flags they set; subclasses implement ``_update(flags)`` and ``_build()``."""
+
+    ROUTES: ClassVar[dict[type, tuple[str, ...]]] = {}
+
+    def __init__(self, source: Any, *, autoupdate: bool = True, max_hz: float = 10.0) -> None:
+        require_widgets()
+        self.source: Source = as_source(source)
+        self.throttle = Throttle(self._update, max_hz=max_hz)
+        self._router: EventRouter | None = None
+        self.autoupdate = autoupdate
+        self.widget: Any = None
+        self._build()
+        self.subscribe()
+        self.refresh()
+
+    # --- lifecycle ---------------------------------------------------------------------------
+    def subscribe(self) -> None:
+        if self.autoupdate and self.source.live and self._router is None:
+            self._router = EventRouter(self.source.bus, self.throttle, self.ROUTES)
+
+    def unsubscribe(self) -> None:
+        if self._router is not None:
+            self._router.close()
+            self._router = None
+
+    def retarget(self, store: Any) -> None:
+        """Follow a reopened store (the dashboard's recover)."""
+        self.unsubscribe()
+        self.source.retarget(store)
+        self.subscribe()
+        self.refresh()
+
+    def close(self) -> None:
+        self.unsubscribe()
+        self.throttle.close()
+
+    def refresh(self, flags: Iterable[str] = (ALL,)) -> None:
+        """Redraw now, in this thread."""
+        self._update(frozenset(flags))
+
+    @property
+    def flags(self) -> frozenset[str]:
+        """Every flag this view redraws on."""
+        return frozenset(f for fs in self.ROUTES.values() for f in fs)
+
+    # --- subclass hooks ----------------------------------------------------------------------
+    def _build(self) -> None:
+        raise NotImplementedError
+
+    def _update(self, flags: frozenset[str]) -> None:
+        raise NotImplementedError
+
+    # --- display -----------------------------------------------------------------------------
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)

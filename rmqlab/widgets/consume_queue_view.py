@@ -1,0 +1,105 @@
+"""ConsumeQueueView: the 20-byte units of one queue, each linked to its CommitLog record."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from rmqlab.codec.consume_queue_unit import CQ_UNIT_DTYPE
+from rmqlab.events import Appended, Dispatched, FileDeleted, FileTruncated
+from rmqlab.widgets import figures
+from rmqlab.widgets._base import View, set_figure
+
+__all__ = ["ConsumeQueueView"]
+
+
+class ConsumeQueueView(View):
+    """Units of ``topic``/``queue_id`` as a strip (x = queue offset, y = CommitLog offset) and a
+    table; the reput offset and how far dispatch is behind (live store). Clicking a unit (or
+    :meth:`select_unit`) decodes the record it points at into ``detail`` and, when
+    ``commit_log_view`` is given, selects it there too.
+
+    State: ``base`` (first queue offset held), ``units`` (numpy copy), ``rows`` (list of dicts),
+    ``dispatch`` (reput state or None).
+    """
+
+    ROUTES: ClassVar[dict[type, tuple[str, ...]]] = {
+        Dispatched: ("cq",), FileDeleted: ("cq",), FileTruncated: ("cq",), Appended: ("lag",)}
+
+    def __init__(self, source: Any, topic: str | None = None, queue_id: int | None = None, *,
+                 commit_log_view: Any = None, table_rows: int = 200, **kwargs: Any) -> None:
+        self.topic = topic
+        self.queue_id = queue_id
+        self.commit_log_view = commit_log_view
+        self.table_rows = table_rows
+        self.base = 0
+        self.units = np.empty(0, CQ_UNIT_DTYPE)
+        self.dispatch: dict[str, int] | None = None
+        super().__init__(source, **kwargs)
+
+    @property
+    def rows(self) -> list[dict[str, int]]:
+        return [{"queue_offset": self.base + i, "commit_log_offset": int(u["commit_log_offset"]),
+                 "size": int(u["size"]), "tags_code": int(u["tags_code"])} for i, u in enumerate(self.units)]
+
+    def _build(self) -> None:
+        import ipywidgets as w
+        import plotly.graph_objects as go
+
+        self.figure = go.FigureWidget()
+        self.picker = w.Dropdown(options=[], description="queue")
+        self.picker.observe(self._on_pick, names="value")
+        self.table = w.HTML()
+        self.detail = w.HTML("<i>click a unit to see its CommitLog record</i>")
+        self.widget = w.VBox([self.picker, self.figure, w.HBox([self.table, self.detail])])
+
+    def _queue_label(self, t: str, q: int) -> str:
+        return f"{t}/{q}"
+
+    def _on_pick(self, change: dict[str, Any]) -> None:
+        value = change["new"]
+        if not value:
+            return
+        t, _, q = value.rpartition("/")
+        if (t, int(q)) != (self.topic, self.queue_id):
+            self.topic, self.queue_id = t, int(q)
+            self.refresh()
+
+    def _update(self, flags: frozenset[str]) -> None:
+        keys = self.source.consume_queue_keys()
+        if (self.topic is None or self.queue_id is None) and keys:
+            self.topic, self.queue_id = keys[0]
+        labels = [self._queue_label(t, q) for t, q in keys]
+        if list(self.picker.options) != labels:
+            self.picker.options = labels
+        if self.topic is not None and self.queue_id is not None:
+            if self._queue_label(self.topic, self.queue_id) in labels:
+                self.picker.value = self._queue_label(self.topic, self.queue_id)
+            self.base, self.units = self.source.cq_units(self.topic, self.queue_id)
+        self.dispatch = self.source.dispatch_state()
+        set_figure(self.figure, figures.consume_queue_figure(self.topic or "-", self.queue_id or 0, self.base,
+                                                             self.units, dispatch=self.dispatch))
+        self.table.value = figures.consume_queue_table_html(self.base, self.units, limit=self.table_rows)
+        for trace in self.figure.data:
+            if self._on_click not in getattr(trace, "_click_callbacks", []):
+                trace.on_click(self._on_click)
+
+    def _on_click(self, trace: Any, points: Any, state: Any = None) -> None:
+        inds = list(getattr(points, "point_inds", []) or [])
+        if inds and trace.customdata is not None:
+            self.select_unit(int(trace.customdata[inds[0]]))
+
+    def select_unit(self, queue_offset: int) -> str:
+        """Show the CommitLog record unit ``queue_offset`` points at; returns the HTML shown."""
+        i = queue_offset - self.base
+        if not 0 <= i < len(self.units):
+            self.detail.value = f"<i>no unit at queue offset {queue_offset}</i>"
+            return self.detail.value
+        offset = int(self.units[i]["commit_log_offset"])
+        rec, raw = self.source.read_record(offset)
+        self.detail.value = (f"<div>unit {queue_offset} → CommitLog offset {offset:,}</div>"
+                             + figures.record_html(rec, raw, offset=offset))
+        if self.commit_log_view is not None:
+            self.commit_log_view.select(offset)
+        return self.detail.value

@@ -1,0 +1,306 @@
+"""StoreDashboard: every view of one live store, plus the controls a lesson needs."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from typing import Any
+
+from rmqlab.widgets import figures, require_widgets
+from rmqlab.widgets._source import as_source
+from rmqlab.widgets._throttle import ALL, EventRouter, Throttle
+from rmqlab.widgets.cleanup_view import CleanupView
+from rmqlab.widgets.commit_log_view import CommitLogView
+from rmqlab.widgets.consume_queue_view import ConsumeQueueView
+from rmqlab.widgets.index_view import IndexView
+from rmqlab.widgets.mapped_file_view import MappedFileView
+from rmqlab.widgets.recovery_view import RecoveryView
+
+__all__ = ["CRASH_MODES", "StoreDashboard"]
+
+#: ``power_loss``: bytes past each file's flushed position are lost (rmqlab.testing.crash);
+#: ``process_kill``: the process dies, everything written to the mappings survives.
+CRASH_MODES = ("power_loss", "process_kill")
+
+CrashFn = Callable[[Any, str], Any]
+
+
+class StoreDashboard:
+    """The six views of ``store`` in tabs, driven by one bus subscription and one redraw thread
+    (≤ ``max_hz`` redraws a second for all views together), and controls: put N messages, step
+    the services, flush, crash, recover (reopen), query by key, advance the clock.
+
+    The dashboard holds no storage logic. It calls the store's API (``put_message``, ``step``,
+    ``flush``, ``query_message``, ``MessageStore.open``) and, to crash, ``crash(store, mode)``:
+    by default :func:`rmqlab.testing.crash.simulate_power_loss` for ``power_loss`` (an
+    ``IndexFlushRecorder`` is kept active while the dashboard lives, so index files come back as
+    of their last flush) and ``rmqlab.testing.crash.simulate_process_kill`` for ``process_kill``
+    when that helper exists (else: see :func:`_abandon`). Pass your own ``crash`` (and ``reopen(path,
+    old_store) -> store``) to replace them.
+
+    Methods mirror the buttons (``put``, ``step``, ``flush``, ``crash``, ``recover``, ``query``,
+    ``advance_hours``, ``jump_to_hour``), so a notebook cell or a test can drive it too.
+    """
+
+    def __init__(self, store: Any, *, crash: CrashFn | None = None, reopen: Callable[[str, Any], Any] | None = None,
+                 max_hz: float = 10.0) -> None:
+        require_widgets()
+        self.store = store
+        self.source = as_source(store)
+        self._crash_fn = crash
+        self._reopen_fn = reopen
+        self._recorder: Any = None
+        if crash is None and self.source.live:
+            from rmqlab.testing.crash import IndexFlushRecorder
+
+            self._recorder = IndexFlushRecorder().__enter__()
+        self.crashed = False
+        self.log_lines: list[str] = []
+        self._seq = 0
+        self.log_view = self.commit_log_view = CommitLogView(self.source, autoupdate=False)
+        self.views: dict[str, Any] = {
+            "files": MappedFileView(self.source, autoupdate=False),
+            "log": self.commit_log_view,
+            "consume queue": ConsumeQueueView(self.source, commit_log_view=self.commit_log_view, autoupdate=False),
+            "index": IndexView(self.source, autoupdate=False),
+            "recovery": RecoveryView(self.source, autoupdate=False),
+            "cleanup": CleanupView(self.source, autoupdate=False),
+        }
+        routes: dict[type, list[str]] = {}
+        # Recovery and cleanup change on actions (recover, clock moves, files rolling), not per
+        # message: every action redraws all views, so only the per-message views follow events.
+        for name, view in self.views.items():
+            if name in ("recovery", "cleanup"):
+                continue
+            for cls, flags in view.ROUTES.items():
+                routes.setdefault(cls, []).extend(f"{name}:{f}" for f in flags)
+        self.routes = routes
+        self.throttle = Throttle(self._redraw, max_hz=max_hz)
+        self._router: EventRouter | None = None
+        self._subscribe()
+        self._build()
+
+    # ------------------------------------------------------------------ plumbing
+    def _subscribe(self) -> None:
+        if self.source.live and self._router is None:
+            self._router = EventRouter(self.source.bus, self.throttle, self.routes)
+
+    def _unsubscribe(self) -> None:
+        if self._router is not None:
+            self._router.close()
+            self._router = None
+
+    def _redraw(self, flags: frozenset[str]) -> None:
+        if self.crashed:
+            return
+        for name, view in self.views.items():
+            mine = {f.split(":", 1)[1] for f in flags if f.startswith(name + ":")}
+            if ALL in flags:
+                mine.add(ALL)
+            if mine:
+                view._update(frozenset(mine))
+
+    def redraw(self) -> None:
+        """Redraw every view (throttled, off this thread)."""
+        self.throttle.mark(ALL)
+
+    def close(self) -> None:
+        self._unsubscribe()
+        self.throttle.close()
+        for view in self.views.values():
+            view.close()
+        if self._recorder is not None:
+            self._recorder.__exit__(None, None, None)
+            self._recorder = None
+
+    def say(self, text: str) -> None:
+        """Append a line to the dashboard's log (escaped)."""
+        self.log_lines.append(text)
+        del self.log_lines[:-200]
+        if hasattr(self, "log"):
+            self.log.value = "<br>".join(figures.esc(line) for line in reversed(self.log_lines[-30:]))
+
+    # ------------------------------------------------------------------ actions
+    def put(self, count: int = 10, *, topic: str = "TopicA", queue_id: int = 0, tags: str = "TagA",
+            keys: str = "key-{i}", size: int = 64) -> list[Any]:
+        """Put ``count`` messages; ``keys`` is formatted with ``i`` (a running number)."""
+        from rmqlab.store.message import Message
+
+        results = []
+        for _ in range(count):
+            i = self._seq
+            self._seq += 1
+            body = (f"{topic} message {i} " * (size // 8 + 1)).encode()[:size]
+            msg = Message(topic, body, tags=tags or None, keys=keys.format(i=i).split(), queue_id=queue_id)
+            results.append(self.store.put_message(msg))
+        ok = sum(r.ok for r in results)
+        self.say(f"put {count} message(s) to {topic}/{queue_id}: {ok} ok"
+                 + (f", last status {results[-1].status.name}" if results and not results[-1].ok else ""))
+        self.redraw()
+        return results
+
+    def step(self) -> dict[str, Any]:
+        """Run every service once (stepped store); a threaded store runs them by itself."""
+        if self.store.threaded:
+            self.say("services run in background threads (threaded store): nothing to step")
+            return {}
+        done = self.store.step()
+        self.say("step: " + ", ".join(f"{k}={_short(v)}" for k, v in done.items()))
+        self.redraw()
+        return done
+
+    def flush(self) -> int:
+        where = self.store.flush()
+        self.say(f"flush: CommitLog flushed to {where:,}")
+        self.redraw()
+        return where
+
+    def crash(self, mode: str = "power_loss") -> Any:
+        """Crash the store (``CRASH_MODES``); views freeze until :meth:`recover`."""
+        if mode not in CRASH_MODES:
+            raise ValueError(f"crash mode must be one of {CRASH_MODES}, not {mode!r}")
+        self._unsubscribe()
+        self.crashed = True
+        self._crash_path = self.store.config.store_path_root_dir
+        if self._crash_fn is not None:
+            result = self._crash_fn(self.store, mode)
+        else:
+            result = _default_crash(self.store, mode, self._recorder)
+        self.say(f"crash ({mode}): {_short(result)}")
+        return result
+
+    def recover(self) -> Any:
+        """Reopen the store (recovery runs) and point every view at it."""
+        old = self.store
+        path = getattr(self, "_crash_path", None) or old.config.store_path_root_dir
+        if not old.is_shutdown and not self.crashed:
+            old.shutdown()
+        if self._reopen_fn is not None:
+            new = self._reopen_fn(path, old)
+        else:
+            from rmqlab.store.message_store import MessageStore
+
+            new = MessageStore.open(path, old.config, clock=old.clock, bus=old.bus, threaded=old.threaded,
+                                    disk_probe=old.disk_probe)
+        self.store = new
+        self.crashed = False
+        self.source.retarget(new)
+        self._subscribe()
+        plan = new.recovery_plan
+        if plan is not None:
+            self.say(f"recovered ({plan.mode}): walked from {plan.start_file}, {plan.records_checked} record(s) "
+                     f"checked, valid data ends at {plan.process_offset:,}: {plan.stop_reason}")
+        self.throttle.mark(ALL)
+        return new
+
+    def query(self, topic: str, key: str) -> Any:
+        """``query_message(topic, key)``; also walks the key's chain in the index view."""
+        result = self.store.query_message(topic, key)
+        self.say(f"query {topic}#{key}: {len(result.messages)} message(s) at "
+                 f"{[m.commit_log_offset for m in result.messages]}, {result.collisions_discarded} collision(s)")
+        self.views["index"].walk_key(topic, key)
+        if result.messages:
+            self.commit_log_view.select(result.messages[0].commit_log_offset)
+        return result
+
+    def advance_hours(self, hours: float) -> int:
+        clock = self.store.clock
+        if not hasattr(clock, "advance_hours"):
+            self.say("the store's clock is the system clock: open it with clock=ManualClock() to move time")
+            return int(clock.now_ms())
+        now = clock.advance_hours(hours)
+        self.say(f"clock advanced {hours:g} h")
+        self.redraw()
+        return int(now)
+
+    def jump_to_hour(self, hour: int = 4) -> int:
+        clock = self.store.clock
+        if not hasattr(clock, "jump_to_hour"):
+            self.say("the store's clock is the system clock: open it with clock=ManualClock() to move time")
+            return int(clock.now_ms())
+        now = clock.jump_to_hour(hour)
+        self.say(f"clock moved to the next {hour:02d}:00")
+        self.redraw()
+        return int(now)
+
+    # ------------------------------------------------------------------ widgets
+    def _build(self) -> None:
+        import ipywidgets as w
+
+        lay = w.Layout(width="170px")
+        topic = w.Text(value="TopicA", description="topic", layout=lay)
+        queue = w.BoundedIntText(value=0, min=0, max=1023, description="queue", layout=lay)
+        tags = w.Text(value="TagA", description="tags", layout=lay)
+        keys = w.Text(value="key-{i}", description="keys", layout=lay)
+        size = w.BoundedIntText(value=64, min=0, max=4_000_000, description="size", layout=lay)
+        count = w.BoundedIntText(value=10, min=1, max=1_000_000, description="N", layout=lay)
+        mode = w.Dropdown(options=CRASH_MODES, value="power_loss", description="crash", layout=w.Layout(width="220px"))
+        qkey = w.Text(value="key-0", description="key", layout=lay)
+        hours = w.FloatText(value=73, description="hours", layout=lay)
+        self.log = w.HTML()
+
+        def button(label: str, action: Callable[[], Any]) -> Any:
+            b = w.Button(description=label, layout=w.Layout(width="auto"))
+
+            def run(_b: Any) -> None:
+                try:
+                    action()
+                except Exception as e:  # show it in the log, keep the dashboard alive
+                    self.say(f"{label} failed: {type(e).__name__}: {e}")
+
+            b.on_click(run)
+            return b
+
+        controls = w.VBox([
+            w.HBox([topic, queue, tags, keys, size, count,
+                    button("put N", lambda: self.put(count.value, topic=topic.value, queue_id=queue.value,
+                                                     tags=tags.value, keys=keys.value, size=size.value))]),
+            w.HBox([button("step services", self.step), button("flush", self.flush), mode,
+                    button("crash", lambda: self.crash(mode.value)), button("recover (reopen)", self.recover)]),
+            w.HBox([qkey, button("query by key", lambda: self.query(topic.value, qkey.value)), hours,
+                    button("advance clock", lambda: self.advance_hours(hours.value)),
+                    button("jump to 04:00", lambda: self.jump_to_hour(4))]),
+        ])
+        tabs = w.Tab(children=[v.widget for v in self.views.values()])
+        for i, name in enumerate(self.views):
+            tabs.set_title(i, name)
+        self.widget = w.VBox([controls, tabs, w.HTML("<b>log</b>"), self.log])
+        self.say(f"dashboard on {os.path.basename(self.source.store.config.store_path_root_dir)}"
+                 if self.source.store is not None else "dashboard on a snapshot (read-only)")
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+
+def _short(value: Any, limit: int = 160) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _default_crash(store: Any, mode: str, recorder: Any = None) -> Any:
+    from rmqlab.testing import crash as crash_mod
+
+    if mode == "power_loss":
+        report = crash_mod.simulate_power_loss(store, recorder)
+        store.is_shutdown = True  # abandoned: its mappings are closed, a later shutdown() must be a no-op
+        return report
+    kill = getattr(crash_mod, "simulate_process_kill", None)
+    if kill is not None:
+        return kill(store)
+    return _abandon(store)
+
+
+def _abandon(store: Any) -> str:
+    """Stand-in for a process kill while ``rmqlab.testing.crash`` has no in-process helper: stop the
+    service threads and drop the store without shutdown. Nothing is flushed, truncated or
+    removed: every byte written to a mapping stays (a killed process's page cache survives), the
+    checkpoint keeps its last flushed values and ``abort`` stays, so reopening runs abnormal
+    recovery. The store object must not be used again."""
+    with contextlib.suppress(Exception):
+        store.runner.shutdown()
+    with contextlib.suppress(Exception):
+        store.allocate_service.shutdown()
+    store.is_shutdown = True
+    store._release()  # the lock dies with a killed process
+    return "process killed (in-process stand-in: services stopped, nothing flushed, abort left)"

@@ -6,9 +6,7 @@ Errors a user can cause (no such dir, not a store, bad option) print one line an
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -63,17 +61,24 @@ def main() -> None:
 
 @main.command()
 @click.argument("store", required=False, type=click.Path(file_okay=False, path_type=Path))
-@click.option("--records", default=5, show_default=True, help="How many records to print.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of tables.")
-@click.option("--keep", is_flag=True, help="Keep the store rmqlab writes (default: delete it).")
-def demo(store: Path | None, records: int, as_json: bool, keep: bool) -> None:
-    """The main job: read a real RocketMQ store, then write, reopen and query one with rmqlab.
+@click.option("--records", default=5, show_default=True, help="How many records of STORE to print.")
+@click.option("--out", "out_html", default="rmqlab-demo-report.html", show_default=True,
+              type=click.Path(dir_okay=False, path_type=Path), help="Where to write the HTML report.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of the story.")
+@click.option("--keep", is_flag=True, help="Keep the temporary store the demo writes (default: delete it).")
+def demo(store: Path | None, records: int, out_html: Path, as_json: bool, keep: bool) -> None:
+    """The main job: read a real RocketMQ store, then run the engine's whole story on a temp store.
 
-    STORE defaults to the sample store in data/ (written by Apache RocketMQ 4.9.8).
+    1. Reads STORE (default: data/clean-small, written by Apache RocketMQ 4.9.8) read-only and
+       prints its topics, queues and first records.
+    2. On an embedded temporary store: writes messages across topics, rolls files, flushes,
+       simulates a power loss, recovers, queries by key, and plans cleanup 73 hours later, printing
+       each step; then writes a self-contained HTML report with the widgets' figures (--out).
 
-    Example: rmqlab demo --records 3
+    Example: rmqlab demo --records 3 --out /tmp/report.html
     """
     from rmqlab import render
+    from rmqlab.demo import run_demo
     from rmqlab.inspect import open_snapshot
 
     path = store or _sample_store()
@@ -83,67 +88,53 @@ def demo(store: Path | None, records: int, as_json: bool, keep: bool) -> None:
     with open_snapshot(path) as snap:
         topics = snap.topics()
         first = snap.messages(limit=records)
-        out["commit_log_files"] = len(snap.commit_log_files)
-        out["commit_log_file_size"] = snap.commit_log_file_size
+        out["commit_log_files"] = len(snap.files().query("kind == 'commitlog'"))
         out["abort_present"] = snap.abort_present
         out["queues"] = topics.to_dict(orient="records")
         out["first_records"] = first.to_dict(orient="records")
-    workdir = tempfile.mkdtemp(prefix="rmqlab-demo-")
-    try:
-        written = _write_and_query_demo(os.path.join(workdir, "store"))
-    finally:
-        if not keep:
-            shutil.rmtree(workdir, ignore_errors=True)
-    out["rmqlab_store"] = written
+    c = render.console
+    if not as_json:
+        c.print(f"[bold]1. Reading {path}[/bold] ({out['commit_log_files']} CommitLog files, abort file "
+                f"{'present' if out['abort_present'] else 'absent'})")
+        render.table("Messages per topic and queue", list(topics.columns), topics.itertuples(index=False))
+        cols = [k for k in ("commit_log_offset", "store_size", "topic", "queue_id", "queue_offset", "tags",
+                            "keys", "msg_id") if k in first.columns]
+        render.table(f"First {records} records", cols, first[cols].itertuples(index=False))
+        c.print("\n[bold]2. The engine's story on a temporary store[/bold]")
+    summary = run_demo(str(out_html), keep_store=keep, echo=(lambda line: None) if as_json else c.print)
+    out["demo"] = summary
     if as_json:
         render.print_json(out)
-        return
-    c = render.console
-    c.print(f"[bold]1. Reading {path}[/bold] ({out['commit_log_files']} CommitLog files of "
-            f"{out['commit_log_file_size']} bytes, abort file {'present' if out['abort_present'] else 'absent'})")
-    render.table("Messages per topic and queue", list(topics.columns), topics.itertuples(index=False))
-    cols = ["commit_log_offset", "store_size", "topic", "queue_id", "queue_offset", "tags", "keys", "msg_id"]
-    render.table(f"First {records} records", cols, first[cols].itertuples(index=False))
-    c.print(f"\n[bold]2. Writing a store with rmqlab[/bold] in {written['path']}"
-            + ("" if keep else " (deleted afterwards; --keep keeps it)"))
-    c.print(f"   put {written['messages']} messages -> {written['commit_log_files']} CommitLog files, "
-            f"max physical offset {written['max_phy_offset']}")
-    c.print(f"   reopened ({written['recovery_mode']} recovery): max physical offset "
-            f"{written['reopened_max_phy_offset']}, queue offsets {written['queue_max_offsets']}")
-    c.print(f"   query_message(topic=DemoTopic, key={written['query_key']!r}) -> offsets "
-            f"{written['query_offsets']}")
+    else:
+        c.print(f"\nReport: [bold]{summary.get('report', out_html)}[/bold] (open it in a browser)")
 
 
-def _write_and_query_demo(root: str) -> dict[str, Any]:
-    from rmqlab.clock import ManualClock
-    from rmqlab.config import MessageStoreConfig
-    from rmqlab.store.message import Message
-    from rmqlab.store.message_store import MessageStore
+@main.command()
+@click.option("--no-browser", is_flag=True, help="Do not open a browser (print the URL).")
+@click.option("--port", type=click.IntRange(1, 65535), default=None, help="Port for JupyterLab.")
+def lab(no_browser: bool, port: int | None) -> None:
+    """Open JupyterLab on the teaching notebooks (needs the widgets extra).
 
-    config = MessageStoreConfig.small(root)
-    clock = ManualClock()
-    n = 400
-    with MessageStore.open(root, config, clock=clock, threaded=False) as store:
-        for i in range(n):
-            store.put_message(Message("DemoTopic", f"hello {i} ".encode() * (1 + i % 40), tags=f"Tag{i % 3}",
-                                      keys=[f"order-{i % 25}"], queue_id=i % 4))
-            clock.advance(5)
-        store.step()
-        max_phy = store.get_max_phy_offset()
-        files = len(store.commit_log.mapped_file_queue.mapped_files)
-    with MessageStore.open(root, config, clock=clock, threaded=False) as store:
-        q = store.query_message("DemoTopic", "order-7", 32)
-        return {
-            "path": root,
-            "messages": n,
-            "commit_log_files": files,
-            "max_phy_offset": max_phy,
-            "recovery_mode": store.recovery_plan.mode if store.recovery_plan else "",
-            "reopened_max_phy_offset": store.get_max_phy_offset(),
-            "queue_max_offsets": [store.get_max_offset_in_queue("DemoTopic", i) for i in range(4)],
-            "query_key": "order-7",
-            "query_offsets": q.phy_offsets,
-        }
+    Example: rmqlab lab --no-browser --port 8888
+    """
+    import subprocess
+
+    notebooks = Path(__file__).resolve().parent.parent / "notebooks"
+    if not notebooks.is_dir():
+        raise click.ClickException(f"notebooks not found at {notebooks} (run from a clone of rmqlab)")
+    try:
+        import jupyterlab  # noqa: F401
+    except ImportError:
+        raise click.ClickException("JupyterLab is missing: pip install 'rmqlab[widgets]'") from None
+    cmd = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={notebooks}"]
+    if no_browser:
+        cmd.append("--no-browser")
+    if port:
+        cmd.append(f"--port={port}")
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")
+    raise SystemExit(subprocess.call(cmd))
+
 
 # ====================================================================================== inspection
 # Shared options: every inspection command takes STORE, opens it read-only, and prints tables for

@@ -185,9 +185,13 @@ def test_unreadable_file_exits_2(tmp_path: Path, reference_store: Callable[[str]
         victim.chmod(0o644)
 
 
-def test_demo_still_works() -> None:
-    r = run("demo", "--records", "2", "--json")
+def test_demo_still_works(tmp_path: Path) -> None:
+    report = tmp_path / "report.html"
+    r = run("demo", "--records", "2", "--json", "--out", str(report))
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
     assert len(out["first_records"]) == 2
-    assert out["rmqlab_store"]["messages"] == 400
+    assert out["demo"]["messages_written"] == out["demo"]["messages_unflushed"] + 150
+    # the power loss cut exactly the unflushed tail
+    assert out["demo"]["recovery"]["process_offset"] == out["demo"]["flushed_before_crash"]
+    assert report.stat().st_size > 100_000

@@ -615,5 +615,16 @@ def cleanup(store: Path, hash_slot_num: int | None, index_num: int | None, plan_
     render.table("Files (oldest first)", cols, ([f.get(c, "") for c in cols] for f in out["files"]))
 
 
+
+
+def _register_spark() -> None:
+    from rmqlab.spark.commands import spark
+
+    main.add_command(spark)
+
+
+_register_spark()
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -1,0 +1,125 @@
+"""Spark readers and audit vs single-process inspection, in the same run.
+
+    python bench/bench_spark.py [--mib 256 | --gib 1] [--master local[2]] [--dir /tmp] [--copies 1,2,4]
+
+1. Writes a store of 1 KiB messages with rmqlab's MessageStore (64 MiB CommitLog files).
+2. Reads its CommitLog (no bodies) single-process (``StoreSnapshot.iter_records`` walk and
+   ``messages()``) and with ``rmq_commitlog`` on ``--master``: MB/s each and the ratio.
+3. Spark overhead on a tiny store (data/clean-small): session start, first result, a repeat.
+4. ``audit`` on 1, 2, 4 copies of the store (hard links): seconds per GiB (the scaling curve),
+   next to ``verify()`` on one copy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def write_store(root: str, total_bytes: int, body: int = 1024) -> int:
+    from rmqlab.clock import ManualClock
+    from rmqlab.config import MessageStoreConfig
+    from rmqlab.store.message import Message
+    from rmqlab.store.message_store import MessageStore
+
+    config = MessageStoreConfig(store_path_root_dir=root, mapped_file_size_commit_log=64 * 1024 * 1024)
+    clock = ManualClock()
+    payload = b"x" * body
+    n = 0
+    with MessageStore.open(root, config, clock=clock, threaded=False) as store:
+        while store.get_max_phy_offset() < total_bytes:
+            for _ in range(1000):
+                store.put_message(Message(f"Bench{n % 4}", payload, tags=f"T{n % 8}", keys=[f"k{n}"], queue_id=n % 8))
+                n += 1
+                clock.advance(1)
+            store.step()
+    return n
+
+
+def timed(fn):  # type: ignore[no-untyped-def]
+    t = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t, out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mib", type=int, default=256)
+    ap.add_argument("--gib", type=float, default=None, help="store size in GiB (overrides --mib)")
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--dir", default="/tmp")
+    ap.add_argument("--copies", default="1,2,4")
+    ap.add_argument("--keep", action="store_true")
+    a = ap.parse_args()
+    size = int(a.gib * 1024**3) if a.gib else a.mib * 1024**2
+    work = Path(a.dir) / f"rmqlab-bench-spark-{os.getpid()}"
+    store = str(work / "store0")
+    try:
+        t, n = timed(lambda: write_store(store, size))
+        print(f"wrote {n} messages ({size / 2**20:.0f} MiB) in {t:.1f} s -> {store}")
+        from rmqlab.inspect import open_snapshot
+
+        with open_snapshot(store) as snap:
+            log_bytes = snap.max_offset - snap.min_offset
+            t_walk, cnt = timed(lambda: sum(1 for _ in snap.iter_records(damage=[])))
+            t_msgs, df = timed(lambda: snap.messages(damage=[]))
+            t_verify, fnd = timed(lambda: list(snap.verify()))
+        mb = log_bytes / 1e6
+        print(f"single-process walk (iter_records): {mb / t_walk:8.1f} MB/s  ({cnt} records, {t_walk:.1f} s)")
+        print(f"single-process messages() frame:    {mb / t_msgs:8.1f} MB/s  ({len(df)} rows, {t_msgs:.1f} s)")
+        print(f"single-process verify():            {t_verify / (log_bytes / 2**30):8.1f} s/GiB ({len(fnd)} findings)")
+
+        from pyspark.sql import functions as F
+
+        from rmqlab.spark import get_session
+
+        t_sess, spark = timed(lambda: get_session(a.master, "rmqlab-bench"))
+        tiny = str(ROOT / "data" / "clean-small")
+        t_first, _ = timed(lambda: spark.read.format("rmq_commitlog").load(tiny).limit(1).collect())
+        t_again, _ = timed(lambda: spark.read.format("rmq_commitlog").load(tiny).agg(F.count("*")).collect())
+        print(f"spark overhead, tiny store: session {t_sess:.1f} s, first result {t_first:.1f} s, "
+              f"a whole tiny read again {t_again:.1f} s")
+
+        def spark_read() -> int:
+            df = spark.read.format("rmq_commitlog").load(store)
+            return int(df.agg(F.sum("size"), F.count("*")).collect()[0][1])
+
+        t_spark, rows = timed(spark_read)
+        print(f"rmq_commitlog on {a.master}:         {mb / t_spark:8.1f} MB/s  ({rows} rows, {t_spark:.1f} s)")
+        print(f"ratio spark / walk: {t_walk / t_spark:.2f}   spark / messages(): {t_msgs / t_spark:.2f}")
+
+        from rmqlab.spark.audit import audit_inputs, load_inputs
+
+        copies = [int(c) for c in a.copies.split(",")]
+        paths = [store]
+        for i in range(1, max(copies)):
+            dst = work / f"store{i}"
+            shutil.copytree(store, dst, copy_function=os.link)
+            paths.append(str(dst))
+        print("audit scaling (copies, GiB, seconds, s/GiB):")
+        for c in copies:
+            def run(c: int = c) -> int:
+                inp = load_inputs(spark, paths[:c])
+                findings, _ = audit_inputs(inp)
+                out = findings.count()
+                for d in (inp.records, inp.units, inp.items):
+                    d.unpersist()
+                return out
+
+            t_a, nf = timed(run)
+            gib = c * log_bytes / 2**30
+            print(f"  {c}  {gib:6.3f}  {t_a:7.1f}  {t_a / gib:7.1f}   ({nf} findings)")
+        spark.stop()
+    finally:
+        if not a.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

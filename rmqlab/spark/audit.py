@@ -1,0 +1,584 @@
+"""The audit and stats jobs: ``rmqlab.inspect.verify``'s cross-checks as Spark joins, per-topic stats.
+
+``audit(spark, stores) -> (findings_df, summary_df)`` finds the same things as
+:func:`rmqlab.inspect.verify.verify` on each store (same severity, kind, file, offset; the same
+message text), but the per-record work runs in Spark: records, units and items are read by the
+``rmq_*`` sources and checked with joins, so many stores (or one huge store) spread over a cluster.
+What is per *file* rather than per record — file names, sizes and gaps, the ``abort`` marker,
+index layout, checkpoint values — is read on the driver through ``rmqlab.inspect`` (the same
+functions ``verify`` calls), which costs one ``stat`` per file.
+
+Each step is a DataFrame -> DataFrame function over the frames in :class:`AuditInputs`, so tests
+run them on tiny frames. Per-record findings of one kind are capped at 1000 per file (like
+``verify``), with one "... and N more" row.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, IntegerType, LongType, StringType, StructField, StructType
+
+from rmqlab.codec.consume_queue_unit import MAX_ADDR
+from rmqlab.codec.flags import SCHEDULE_TOPIC, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
+from rmqlab.codec.index_layout import HASH_SLOT_SIZE, INDEX_HEADER_SIZE, INDEX_SIZE, index_key, index_key_hash
+from rmqlab.spark import schemas
+
+__all__ = [
+    "AuditInputs",
+    "audit",
+    "audit_inputs",
+    "checkpoint_findings",
+    "cq_not_monotonic",
+    "cq_to_log",
+    "damage_findings",
+    "file_walks",
+    "index_to_log",
+    "load_inputs",
+    "log_to_cq",
+    "outside_log",
+    "stats",
+    "write_audit",
+    "write_stats",
+]
+
+MAX_PER_KIND = 1000  # as rmqlab.inspect.verify._MAX_PER_KIND
+CHECKPOINT_SLACK_MS = 3000
+_PRE_BLANK = 0x7FFFFFFF
+_FINDING_NAMES = [c[0] for c in schemas.FINDING_COLUMNS]
+
+_FILES_SCHEMA = StructType([
+    StructField("store", StringType(), False), StructField("file", StringType(), False),
+    StructField("base", LongType(), False), StructField("hi", LongType(), False),
+    StructField("mapped_length", LongType(), False), StructField("last", IntegerType(), False),
+])
+_QUEUES_SCHEMA = StructType([
+    StructField("store", StringType(), False), StructField("topic", StringType(), False),
+    StructField("queue_id", IntegerType(), False), StructField("q_base", LongType(), False),
+    StructField("q_end", LongType(), False), StructField("first_path", StringType(), False),
+])
+_STORES_SCHEMA = StructType([
+    StructField("store", StringType(), False), StructField("log_start", LongType(), False),
+    StructField("log_end", LongType(), False), StructField("has_files", IntegerType(), False),
+    StructField("cp_present", IntegerType(), False), StructField("physic", LongType(), True),
+    StructField("logics", LongType(), True), StructField("index", LongType(), True),
+])
+
+
+@dataclass
+class AuditInputs:
+    """What the checks join. ``records``: rmq_commitlog rows (messages, blanks, errors), slim and
+    persisted; ``units``: rmq_consumequeue rows incl. pre-blank units; ``items``: rmq_index rows;
+    ``files``: one row per non-empty CommitLog file (store, file, base, hi, mapped_length, last);
+    ``queues``: per queue its first queue offset and end (``q_base``, ``q_end``) as ``verify``
+    sees them; ``stores``: per store the log's start/end and checkpoint values; ``driver``:
+    findings computed on the driver (layout, abort)."""
+
+    records: DataFrame
+    units: DataFrame
+    items: DataFrame
+    files: DataFrame
+    queues: DataFrame
+    stores: DataFrame
+    driver: DataFrame
+
+
+# ------------------------------------------------------------------------------------ inputs
+def _store_meta(path: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], tuple[Any, ...], list[Any]]:
+    from rmqlab.inspect.snapshot import open_snapshot
+    from rmqlab.inspect.verify import Finding, _check_layout
+
+    with open_snapshot(path) as snap:
+        size = snap.commit_log_file_size
+        log = snap.commit_log_files
+        # verify's "last file with data": only the first record header of each file matters
+        last_data = max((i for i, mf in enumerate(log) if _first_header_ok(mf.buffer)), default=-1)
+        files = [(snap.path, os.path.relpath(mf.file_name, snap.path), mf.file_from_offset,
+                  mf.file_from_offset + size, mf.mapped_length, int(n >= last_data)) for n, mf in enumerate(log)]
+        queues = []
+        for (topic, qid), q in snap.consume_queues.items():
+            base, units = q.units()
+            first = os.path.relpath(q.files[0].file_name, snap.path) if q.files else ""
+            queues.append((snap.path, topic, qid, base, base + len(units), first))
+        end = log[-1].file_from_offset + size if log else 0
+        cp = snap.checkpoint_values()
+        store = (snap.path, snap.min_offset, end, int(bool(log)), int(cp is not None),
+                 cp.physic_msg_timestamp if cp else None, cp.logics_msg_timestamp if cp else None,
+                 cp.index_msg_timestamp if cp else None)
+        found: list[Finding] = list(_check_layout(snap))
+        if snap.abort_present:
+            found.append(Finding("info", "abort_present", "abort", 0,
+                                 "abort file present: the last exit was not clean; opening runs abnormal recovery"))
+        driver = [(f.severity, f.kind, snap.path, f.file, f.offset, f.message) for f in found]
+    return files, queues, store, driver
+
+
+def _first_header_ok(buf: Any) -> bool:
+    """``scan_end(buf) > 0`` without the hop: a blank, or a plausible record at byte 0."""
+    import struct
+
+    from rmqlab.codec.flags import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2
+
+    n = len(buf)
+    if n < 8:
+        return False
+    total, magic = struct.unpack_from(">ii", buf, 0)
+    if magic == BLANK_MAGIC_CODE:
+        return True
+    return magic in (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2) and 8 <= total <= n
+
+
+_SLIM = ["store_path", "file", "offset", "size", "record_type", "topic", "queue_id", "queue_offset",
+         "physical_offset", "sys_flag", "tags", "tags_code", "keys", "uniq_key", "store_timestamp", "crc_ok",
+         "body_length", "body_crc", "error", "error_detail"]
+
+
+def load_inputs(spark: SparkSession, stores: list[str], *, options: dict[str, str] | None = None) -> AuditInputs:
+    """Read every store once: records (persisted), units, items, and the driver-side facts."""
+    from pyspark import StorageLevel
+
+    stores = [os.path.abspath(s) for s in stores]
+    files, queues, rows, driver = [], [], [], []
+    for s in stores:
+        f, q, st, d = _store_meta(s)
+        files += f
+        queues += q
+        rows.append(st)
+        driver += d
+    paths = ",".join(stores)
+    opts = dict(options or {})
+    records = (spark.read.format("rmq_commitlog").options(**opts).option("include_blank", "true").load(paths)
+               .select(*_SLIM).withColumnRenamed("store_path", "store")
+               .persist(StorageLevel.MEMORY_AND_DISK))
+    units = (spark.read.format("rmq_consumequeue").option("include_pre_blank", "true").load(paths)
+             .withColumnRenamed("store_path", "store").persist(StorageLevel.MEMORY_AND_DISK))
+    items = (spark.read.format("rmq_index").load(paths).withColumnRenamed("store_path", "store")
+             .persist(StorageLevel.MEMORY_AND_DISK))
+    return AuditInputs(
+        records, units, items,
+        spark.createDataFrame(files, _FILES_SCHEMA), spark.createDataFrame(queues, _QUEUES_SCHEMA),
+        spark.createDataFrame(rows, _STORES_SCHEMA), spark.createDataFrame(driver, schemas.finding_schema()),
+    )
+
+
+# ------------------------------------------------------------------------------------ helpers
+def _finding(df: DataFrame, severity: str, kind: str | Column, file: Column | str, offset: Column | str,
+             message: Column, keep: tuple[str, ...] = ()) -> DataFrame:
+    """Select the finding columns (plus ``keep`` columns, for ordering and capping)."""
+    def col(v: Any) -> Column:
+        return F.col(v) if isinstance(v, str) else v
+
+    return df.select(
+        F.lit(severity).alias("severity"), (F.lit(kind) if isinstance(kind, str) else kind).alias("kind"),
+        F.col("store"), col(file).alias("file"), col(offset).cast("long").alias("offset"),
+        message.alias("message"), *keep,
+    )
+
+
+def _cap(df: DataFrame, group: list[str], order: list[Column], more_file: Column, more_offset: Column,
+         what: str) -> DataFrame:
+    """Keep the first MAX_PER_KIND findings of each group; add verify's "... and N more" row,
+    pointing at ``more_file``/``more_offset`` evaluated on the group's first row."""
+    ranked = (df.withColumn("_rn", F.row_number().over(Window.partitionBy(*group).orderBy(*order)))
+              .withColumn("_n", F.count(F.lit(1)).over(Window.partitionBy(*group))))
+    kept = ranked.where(F.col("_rn") <= MAX_PER_KIND).select(*_FINDING_NAMES)
+    more = ranked.where((F.col("_rn") == 1) & (F.col("_n") > MAX_PER_KIND)).select(
+        "severity", "kind", "store", more_file.alias("file"), more_offset.cast("long").alias("offset"),
+        F.format_string(f"... and %d more {what} (not listed)", F.col("_n") - MAX_PER_KIND).alias("message"))
+    return kept.unionByName(more)
+
+
+def _first_of(df: DataFrame, group: list[str], order: str) -> DataFrame:
+    """The first row of each group by ``order``, with the group's row count as ``_n``."""
+    return (df.withColumn("_rn", F.row_number().over(Window.partitionBy(*group).orderBy(order)))
+            .withColumn("_n", F.count(F.lit(1)).over(Window.partitionBy(*group))).where(F.col("_rn") == 1))
+
+
+def _qname() -> Column:
+    return F.concat_ws("/", F.col("topic"), F.col("queue_id").cast("string"))
+
+
+def _expects_unit() -> Column:
+    """Not a PREPARED/ROLLBACK transaction record: the dispatcher writes a CQ unit for it."""
+    return ~F.col("sys_flag").bitwiseAND(0xC).isin(TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
+
+
+def _all(cs: list[Column]) -> Column:
+    out = cs[0]
+    for c in cs[1:]:
+        out = out & c
+    return out
+
+
+def _key_hashes(topic: str | None, keys: list[str] | None, uniq_key: str | None) -> list[int]:
+    """Index key hashes a record is indexed under (``frames.record_key_hashes``)."""
+    ks = list(keys or [])
+    if uniq_key:
+        ks.append(uniq_key)
+    return sorted({index_key_hash(index_key(topic or "", k)) for k in ks})
+
+
+_key_hashes_udf = F.udf(lambda t, k, u: _key_hashes(t, k, u), ArrayType(LongType()))
+
+
+# ------------------------------------------------------------------------------------ steps
+def file_walks(records: DataFrame, files: DataFrame) -> DataFrame:
+    """Per CommitLog file: where its walk stopped (``end``), whether it met a blank or damage."""
+    agg = records.groupBy("store", "file").agg(
+        F.min(F.when(F.col("record_type") == "error", F.col("offset"))).alias("err_at"),
+        F.max(F.when(F.col("record_type") == "blank", F.col("offset") + F.col("size"))).alias("blank_end"),
+        F.max(F.when(F.col("record_type") == "message", F.col("offset") + F.col("size"))).alias("msg_end"),
+    )
+    return (files.join(agg, ["store", "file"], "left")
+            .withColumn("end", F.coalesce("err_at", "blank_end", "msg_end", "base"))
+            .withColumn("has_blank", F.col("blank_end").isNotNull())
+            .withColumn("has_error", F.col("err_at").isNotNull()))
+
+
+def damage_findings(records: DataFrame, walks: DataFrame, *, check_crc: bool = False) -> DataFrame:
+    """Damage (the walk of the file stops there), stale physical offsets, blanks not at file ends,
+    non-last files without a blank, and with ``check_crc`` body CRC mismatches."""
+    r = records.join(walks.select("store", "file", "hi", "mapped_length", "base", "last"), ["store", "file"])
+    damage = _finding(
+        r.where(F.col("record_type") == "error"), "error", F.concat(F.lit("commitlog_"), F.col("error")), "file",
+        "offset", F.concat(
+            F.coalesce(F.col("error_detail"), F.col("error")), F.lit("; the walk of this file stops here"),
+            F.when(F.col("last") == 1, F.lit("")).otherwise(F.format_string(
+                " (%d bytes not read)", F.col("base") + F.col("mapped_length") - F.col("offset")))))
+    msgs = r.where(F.col("record_type") == "message")
+    stale = _finding(msgs.where(F.col("physical_offset") != F.col("offset")), "error",
+                     "commitlog_phys_offset_mismatch", "file", "offset", F.format_string(
+                         "record at %d says its physical offset is %d (a stale record of a reused file?)",
+                         F.col("offset"), F.col("physical_offset")))
+    blank = _finding(
+        r.where((F.col("record_type") == "blank") & (F.col("offset") + F.col("size") != F.col("hi"))),
+        "error", "blank_not_at_file_end", "file", "offset", F.format_string(
+            "blank record of %d bytes ends at %d, the file at %d", F.col("size"), F.col("offset") + F.col("size"),
+            F.col("hi")))
+    not_full = _finding(
+        walks.where(~F.col("has_blank") & ~F.col("has_error") & (F.col("last") == 0) & (F.col("mapped_length") > 0)),
+        "error", "file_not_full", "file", "end", F.lit(
+            "the records stop before the end of a file that is not the last (no blank record); "
+            "recovery would end the log here"))
+    out = damage.unionByName(stale).unionByName(blank).unionByName(not_full)
+    if check_crc:
+        out = out.unionByName(_finding(
+            msgs.where(~F.col("crc_ok")), "error", "commitlog_crc_mismatch", "file", "offset", F.format_string(
+                "body CRC %d does not match the body of %d bytes (recovery with checkCRCOnRecover cuts the log here)",
+                F.col("body_crc"), F.col("body_length"))))
+    return out
+
+
+def log_to_cq(records: DataFrame, units: DataFrame, queues: DataFrame, walks: DataFrame) -> DataFrame:
+    """Every record (but PREPARED/ROLLBACK) has its unit: ``not_in_consume_queue`` (warning) when the
+    queue or the unit is missing, ``consume_queue_points_elsewhere`` when its unit points elsewhere."""
+    msgs = records.where((F.col("record_type") == "message") & _expects_unit()).select(
+        "store", "file", "offset", "topic", "queue_id", "queue_offset")
+    m = msgs.join(queues, ["store", "topic", "queue_id"], "left").join(
+        walks.select("store", "file", F.col("end").alias("_end")), ["store", "file"])
+    keep = ("_end",)
+    no_queue = _finding(m.where(F.col("q_base").isNull()), "warning", "not_in_consume_queue", "file", "offset",
+                        F.format_string("record (queue offset %d) has no consume queue at all", F.col("queue_offset")),
+                        keep)
+    past = _finding(m.where(F.col("queue_offset") >= F.col("q_end")), "warning", "not_in_consume_queue", "file",
+                    "offset", F.format_string(
+                        "%s queue offset %d is at or past the consume queue's end %d "
+                        "(not dispatched yet; recovery re-dispatches it)", _qname(), F.col("queue_offset"),
+                        F.col("q_end")), keep)
+    inside = m.where((F.col("queue_offset") >= F.col("q_base")) & (F.col("queue_offset") < F.col("q_end")))
+    u = units.select("store", "topic", "queue_id", "queue_offset", F.col("commit_log_offset").alias("u_off"))
+    wrong = inside.join(u, ["store", "topic", "queue_id", "queue_offset"]).where(F.col("u_off") != F.col("offset"))
+    elsewhere = _finding(wrong, "error", "consume_queue_points_elsewhere", "file", "offset", F.format_string(
+        "%s queue offset %d: its unit points at %d, not at this record", _qname(), F.col("queue_offset"),
+        F.col("u_off")), keep)
+    return _cap(no_queue.unionByName(past), ["store", "file"], [F.col("offset")], F.col("file"), F.col("_end"),
+                "records missing from consume queues").unionByName(
+        _cap(elsewhere, ["store", "file"], [F.col("offset")], F.col("file"), F.col("_end"), "records"))
+
+
+def _in_files(df: DataFrame, offset: str, walks: DataFrame) -> DataFrame:
+    """Rows of ``df`` whose ``offset`` column falls in a CommitLog file's range, with that file's
+    ``log_file``, ``base``, ``hi`` and walk ``end``."""
+    w = walks.select(F.col("store").alias("_s"), F.col("file").alias("log_file"), "base", "hi", "end")
+    return df.join(w, (F.col("store") == F.col("_s")) & (F.col(offset) >= F.col("base"))
+                   & (F.col(offset) < F.col("hi"))).drop("_s")
+
+
+def cq_to_log(records: DataFrame, units: DataFrame, walks: DataFrame) -> DataFrame:
+    """Every unit points at a record start with the same topic, queue, queue offset, size and tags
+    code (``cq_unit_no_record``, ``cq_unit_mismatch``); units past where the file's walk stopped
+    give one ``cq_units_past_log_end`` per file and queue."""
+    u = _in_files(units.where(F.col("size") != _PRE_BLANK), "commit_log_offset", walks)
+    group = ["store", "log_file", "topic", "queue_id"]
+    past = _first_of(u.where(F.col("commit_log_offset") >= F.col("end")), group, "queue_offset")
+    past_findings = _finding(past, "error", "cq_units_past_log_end", "file", "position", F.format_string(
+        "%s: %d unit(s) from queue offset %d point at or past %d, where the readable log of this file ends",
+        _qname(), F.col("_n"), F.col("queue_offset"), F.col("end")))
+    rec = records.where(F.col("record_type") == "message").select(
+        "store", F.col("offset").alias("commit_log_offset"), F.col("topic").alias("r_topic"),
+        F.col("queue_id").alias("r_qid"), F.col("queue_offset").alias("r_qo"), F.col("size").alias("r_size"),
+        F.col("tags_code").alias("r_tags"))
+    j = u.where(F.col("commit_log_offset") < F.col("end")).join(rec, ["store", "commit_log_offset"], "left")
+    checks = {
+        "topic/queue": (F.col("r_topic") == F.col("topic")) & (F.col("r_qid") == F.col("queue_id")),
+        "queue offset": F.col("r_qo") == F.col("queue_offset"),
+        "size": F.col("r_size") == F.col("size"),
+        "tags code": (F.col("r_tags") == F.col("tags_code")) | (F.col("r_topic") == SCHEDULE_TOPIC)
+        | (F.col("tags_code") <= MAX_ADDR),
+    }
+    what = F.concat_ws(", ", *[F.when(~c, F.lit(k)) for k, c in checks.items()])
+    keep = ("log_file", "topic", "queue_id", "queue_offset", "_kr")
+    no_rec = _finding(
+        j.where(F.col("r_topic").isNull()).withColumn("_kr", F.lit(0)), "error", "cq_unit_no_record", "file",
+        "position", F.format_string("%s queue offset %d: unit points at %d, where no record starts", _qname(),
+                                    F.col("queue_offset"), F.col("commit_log_offset")), keep)
+    mismatch = _finding(
+        j.where(F.col("r_topic").isNotNull() & ~_all(list(checks.values()))).withColumn("_kr", F.lit(1)),
+        "error", "cq_unit_mismatch", "file", "position", F.format_string(
+            "%s queue offset %d -> record at %d: %s differ (unit size %d tags %d; record queue offset %d size %d "
+            "tags %d)", _qname(), F.col("queue_offset"), F.col("commit_log_offset"), what, F.col("size"),
+            F.col("tags_code"), F.col("r_qo"), F.col("r_size"), F.col("r_tags")), keep)
+    # verify lists a group's no-record units first, then its mismatches, each in queue order
+    capped = _cap(no_rec.unionByName(mismatch), group, [F.col("_kr"), F.col("queue_offset")], F.col("file"),
+                  F.col("offset"), "units")
+    return past_findings.unionByName(capped)
+
+
+def _item_position() -> Column:
+    return F.lit(INDEX_HEADER_SIZE) + F.col("hash_slot_num") * HASH_SLOT_SIZE + F.col("item_no") * INDEX_SIZE
+
+
+def index_to_log(records: DataFrame, items: DataFrame, walks: DataFrame) -> DataFrame:
+    """Every index item points at a record start (``index_item_no_record``) whose ``topic#key`` /
+    ``topic#uniq_key`` hashes include the item's (``index_item_wrong_key``)."""
+    it = _in_files(items, "phy_offset", walks).withColumn("position", _item_position())
+    group = ["store", "log_file", "file"]
+    past = _first_of(it.where(F.col("phy_offset") >= F.col("end")), group, "item_no")
+    past_findings = _finding(past, "error", "index_items_past_log_end", "file", "position", F.format_string(
+        "%d item(s) point at or past %d, where the readable log of this file ends", F.col("_n"), F.col("end")))
+    rec = records.where(F.col("record_type") == "message").select(
+        "store", F.col("offset").alias("phy_offset"), F.col("topic").alias("r_topic"), F.col("keys").alias("r_keys"),
+        F.col("uniq_key").alias("r_uniq"))
+    j = it.where(F.col("phy_offset") < F.col("end")).join(rec, ["store", "phy_offset"], "left")
+    keep = ("log_file", "item_no")
+    no_rec = _finding(j.where(F.col("r_topic").isNull()), "error", "index_item_no_record", "file", "position",
+                      F.format_string("item %d points at %d, where no record starts", F.col("item_no"),
+                                      F.col("phy_offset")), keep)
+    hashes = _key_hashes_udf(F.col("r_topic"), F.col("r_keys"), F.col("r_uniq"))
+    wrong = j.where(F.col("r_topic").isNotNull()).withColumn("_h", hashes).where(
+        ~F.array_contains(F.col("_h"), F.col("key_hash").cast("long")))
+    wrong_key = _finding(wrong, "error", "index_item_wrong_key", "file", "position", F.format_string(
+        "item %d (hash %d) points at the record at %d, which has no key with that hash", F.col("item_no"),
+        F.col("key_hash"), F.col("phy_offset")), keep)
+    capped = _cap(no_rec.unionByName(wrong_key), group, [F.col("item_no")], F.col("file"), F.col("offset"), "items")
+    return past_findings.unionByName(capped)
+
+
+def outside_log(units: DataFrame, items: DataFrame, stores: DataFrame) -> DataFrame:
+    """Units/items pointing before the first CommitLog file (``info``: cleaned up) or past the last
+    file's end (``error``): one finding per queue / index file, at its first such entry."""
+    s = stores.select("store", "log_start", "log_end")
+    real = units.where(F.col("size") != _PRE_BLANK).join(s, "store")
+    q = ["store", "topic", "queue_id"]
+    before = _finding(_first_of(real.where(F.col("commit_log_offset") < F.col("log_start")), q, "queue_offset"),
+                      "info", "cq_units_before_log_start", "file", "position", F.format_string(
+                          "%s: %d unit(s) point before the first CommitLog file (%d); their files were cleaned up",
+                          _qname(), F.col("_n"), F.col("log_start")))
+    after = _finding(_first_of(real.where(F.col("commit_log_offset") >= F.col("log_end")), q, "queue_offset"),
+                     "error", "cq_units_past_log_end", "file", "position", F.format_string(
+                         "%s: %d unit(s) point past the last CommitLog file (end %d)", _qname(), F.col("_n"),
+                         F.col("log_end")))
+    it = items.join(s, "store").withColumn("position", _item_position())
+    f = ["store", "file"]
+    ibefore = _finding(_first_of(it.where(F.col("phy_offset") < F.col("log_start")), f, "item_no"), "info",
+                       "index_items_before_log_start", "file", "position", F.format_string(
+                           "%d item(s) point before the first CommitLog file (%d)", F.col("_n"), F.col("log_start")))
+    iafter = _finding(_first_of(it.where(F.col("phy_offset") >= F.col("log_end")), f, "item_no"), "error",
+                      "index_items_past_log_end", "file", "position", F.format_string(
+                          "%d item(s) point past the last CommitLog file (end %d)", F.col("_n"), F.col("log_end")))
+    return before.unionByName(after).unionByName(ibefore).unionByName(iafter)
+
+
+def cq_not_monotonic(units: DataFrame, queues: DataFrame) -> DataFrame:
+    """One warning per queue whose units' CommitLog offsets ever decrease."""
+    q = ["store", "topic", "queue_id"]
+    real = units.where(F.col("size") != _PRE_BLANK)
+    drops = real.withColumn("_prev", F.lag("commit_log_offset").over(Window.partitionBy(*q).orderBy("queue_offset"))
+                            ).where(F.col("commit_log_offset") < F.col("_prev")).select(*q).distinct()
+    return _finding(drops.join(queues, q), "warning", "cq_not_monotonic", "first_path", F.lit(0), F.format_string(
+        "consume queue %s: commit log offsets are not increasing", _qname()))
+
+
+def checkpoint_findings(records: DataFrame, stores: DataFrame) -> DataFrame:
+    """The checkpoint exists (when the log has files) and its timestamps are not after the newest
+    record's store time by more than 3 s (zero physic/logics timestamps are ``info``)."""
+    newest = records.where(F.col("record_type") == "message").groupBy("store").agg(
+        F.max("store_timestamp").alias("newest"))
+    s = stores.join(newest, "store", "left").withColumn("newest", F.coalesce("newest", F.lit(0)))
+    missing = _finding(s.where((F.col("cp_present") == 0) & (F.col("has_files") == 1)), "warning",
+                       "checkpoint_missing", F.lit("checkpoint"), F.lit(0),
+                       F.lit("no readable checkpoint file: opening treats every timestamp as 0"))
+    out = missing
+    for name, col, pos in (("physic_msg_timestamp", "physic", 0), ("logics_msg_timestamp", "logics", 8),
+                           ("index_msg_timestamp", "index", 16)):
+        present = s.where(F.col("cp_present") == 1)
+        v, n = F.col(col), F.col("newest")
+        future = present.where((n != 0) & (v > n + CHECKPOINT_SLACK_MS))
+        out = out.unionByName(_finding(future, "warning", "checkpoint_in_future", F.lit("checkpoint"), F.lit(pos),
+                                       F.format_string(f"{name} %d is %d ms after the newest record's store time %d",
+                                                       v, v - n, n)))
+        if name != "index_msg_timestamp":
+            zero = present.where((n != 0) & (v == 0))
+            out = out.unionByName(_finding(zero, "info", "checkpoint_zero", F.lit("checkpoint"), F.lit(pos), F.lit(
+                f"{name} is 0 although the log holds records (never flushed?)")))
+    return out
+
+
+# ------------------------------------------------------------------------------------ jobs
+def audit_inputs(inputs: AuditInputs, *, check_crc: bool = False) -> tuple[DataFrame, DataFrame]:
+    """All checks over already-loaded inputs: ``(findings, summary)``."""
+    walks = file_walks(inputs.records, inputs.files).persist()
+    parts = [
+        inputs.driver,
+        damage_findings(inputs.records, walks, check_crc=check_crc),
+        log_to_cq(inputs.records, inputs.units, inputs.queues, walks),
+        cq_to_log(inputs.records, inputs.units, walks),
+        index_to_log(inputs.records, inputs.items, walks),
+        outside_log(inputs.units, inputs.items, inputs.stores),
+        cq_not_monotonic(inputs.units, inputs.queues),
+        checkpoint_findings(inputs.records, inputs.stores),
+    ]
+    findings = parts[0]
+    for p in parts[1:]:
+        findings = findings.unionByName(p)
+    findings = findings.orderBy("store", "file", "offset", "kind", "message")
+    summary = findings.groupBy("store", "severity", "kind").agg(F.count(F.lit(1)).alias("findings")).orderBy(
+        "store", "severity", "kind")
+    return findings, summary
+
+
+def audit(spark: SparkSession, stores: list[str], *, check_crc: bool = False,
+          options: dict[str, str] | None = None) -> tuple[DataFrame, DataFrame]:
+    """``(findings_df, summary_df)`` for ``stores``: the findings ``verify()`` yields for each store
+    (columns ``schemas.FINDING_COLUMNS``), and counts per store, severity and kind.
+
+    The driver reads per-file facts at once; the DataFrames are lazy except that the CommitLog
+    records are persisted on first use (call ``.unpersist()`` on ``inputs.records`` via
+    :func:`load_inputs` + :func:`audit_inputs` to control that)."""
+    return audit_inputs(load_inputs(spark, stores, options=options), check_crc=check_crc)
+
+
+def stats(spark: SparkSession, stores: list[str], inputs: AuditInputs | None = None) -> dict[str, DataFrame]:
+    """Per-store statistics as DataFrames:
+
+    * ``by_hour``: per topic, queue and hour of store time: messages, bytes, size p50/p90/p99;
+    * ``topics``: per topic and queue: messages, bytes, queue offsets, size percentiles, distinct
+      tags and keys (approximate), and the ConsumeQueue's end and ``lag`` (records at or past it);
+    * ``tags``: messages per topic and tag;
+    * ``keys``: per topic: key occurrences, distinct keys, most messages under one key;
+    * ``index_files``: per index file: items, used slots, load (items / slots), mean and max chain;
+    * ``index_slots``: per index file and slot: chain length (items in the slot).
+    """
+    inp = inputs or load_inputs(spark, stores)
+    msgs = inp.records.where(F.col("record_type") == "message")
+    size = F.col("size")
+
+    def pct(p: float) -> Column:
+        return F.percentile_approx(size, p, 1000)
+
+    by_hour = (msgs.withColumn("hour", F.date_trunc("hour", F.timestamp_millis("store_timestamp")))
+               .groupBy("store", "topic", "queue_id", "hour")
+               .agg(F.count(F.lit(1)).alias("messages"), F.sum(size).alias("bytes"), pct(0.5).alias("size_p50"),
+                    pct(0.9).alias("size_p90"), pct(0.99).alias("size_p99"))
+               .orderBy("store", "topic", "queue_id", "hour"))
+    lag = msgs.where(_expects_unit()).join(inp.queues, ["store", "topic", "queue_id"], "left").groupBy(
+        "store", "topic", "queue_id").agg(
+        F.sum(F.when(F.col("queue_offset") >= F.coalesce(F.col("q_end"), F.lit(0)), 1).otherwise(0)).alias("lag"))
+    topics = (msgs.groupBy("store", "topic", "queue_id").agg(
+        F.count(F.lit(1)).alias("messages"), F.sum(size).alias("bytes"),
+        F.min("queue_offset").alias("min_queue_offset"), F.max("queue_offset").alias("max_queue_offset"),
+        pct(0.5).alias("size_p50"), pct(0.99).alias("size_p99"), F.max(size).alias("size_max"),
+        F.approx_count_distinct("tags").alias("distinct_tags"),
+        F.sum(F.size("keys")).alias("key_occurrences"),
+        F.min("store_timestamp").alias("first_store_timestamp"), F.max("store_timestamp").alias("last_store_timestamp"))
+        .join(inp.queues.select("store", "topic", "queue_id", F.col("q_end").alias("cq_max_offset")),
+              ["store", "topic", "queue_id"], "full")
+        .join(lag, ["store", "topic", "queue_id"], "left")
+        .fillna({"messages": 0, "bytes": 0, "lag": 0, "key_occurrences": 0})
+        .orderBy("store", "topic", "queue_id"))
+    tags = msgs.groupBy("store", "topic", "tags").agg(F.count(F.lit(1)).alias("messages")).orderBy(
+        "store", "topic", F.desc("messages"))
+    per_key = msgs.select("store", "topic", F.explode("keys").alias("key")).groupBy("store", "topic", "key").agg(
+        F.count(F.lit(1)).alias("messages"))
+    keys = per_key.groupBy("store", "topic").agg(
+        F.sum("messages").alias("key_occurrences"), F.count(F.lit(1)).alias("distinct_keys"),
+        F.max("messages").alias("max_messages_per_key")).orderBy("store", "topic")
+    slots = inp.items.groupBy("store", "file", "hash_slot_num", "slot").agg(
+        F.count(F.lit(1)).alias("chain_length")).orderBy("store", "file", "slot")
+    index_files = slots.groupBy("store", "file", "hash_slot_num").agg(
+        F.sum("chain_length").alias("items"), F.count(F.lit(1)).alias("used_slots"),
+        F.avg("chain_length").alias("mean_chain_length"), F.max("chain_length").alias("max_chain_length"),
+    ).withColumn("load", F.col("items") / F.col("hash_slot_num")).orderBy("store", "file")
+    return {"by_hour": by_hour, "topics": topics, "tags": tags, "keys": keys, "index_files": index_files,
+            "index_slots": slots}
+
+
+# ------------------------------------------------------------------------------------ output
+def write_audit(findings: DataFrame, summary: DataFrame, out: str, stores: list[str]) -> dict[str, Any]:
+    """Write ``findings/`` and ``summary/`` (Parquet), ``summary.json`` and ``summary.html`` under
+    ``out``; return the JSON document (counts per severity, kinds, the first 200 findings)."""
+    os.makedirs(out, exist_ok=True)
+    findings.write.mode("overwrite").parquet(os.path.join(out, "findings"))
+    rows = [r.asDict() for r in summary.collect()]
+    first = [r.asDict() for r in findings.limit(200).collect()]
+    by_sev: dict[str, int] = {}
+    for r in rows:
+        by_sev[r["severity"]] = by_sev.get(r["severity"], 0) + r["findings"]
+    summary.write.mode("overwrite").parquet(os.path.join(out, "summary"))
+    doc = {"stores": [os.path.abspath(s) for s in stores], "findings": sum(by_sev.values()),
+           "by_severity": by_sev, "by_kind": rows, "first_findings": first}
+    _write_docs(out, "rmqlab spark audit", doc, [("Findings per kind", rows), ("First findings", first)])
+    return doc
+
+
+def write_stats(frames: dict[str, DataFrame], out: str, stores: list[str]) -> dict[str, Any]:
+    """Write each stats DataFrame as Parquet under ``out/<name>/`` plus summary.json/html."""
+    os.makedirs(out, exist_ok=True)
+    doc: dict[str, Any] = {"stores": [os.path.abspath(s) for s in stores]}
+    tables = []
+    for name, df in frames.items():
+        df.write.mode("overwrite").parquet(os.path.join(out, name))
+    for name in ("topics", "index_files"):
+        rows = [r.asDict() for r in frames[name].collect()]
+        doc[name] = rows
+        tables.append((name, rows))
+    _write_docs(out, "rmqlab spark stats", doc, tables)
+    return doc
+
+
+def _write_docs(out: str, title: str, doc: dict[str, Any], tables: list[tuple[str, list[dict[str, Any]]]]) -> None:
+    import html
+
+    with open(os.path.join(out, "summary.json"), "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=2, default=str, ensure_ascii=False)
+    parts = [f"<!doctype html><meta charset='utf-8'><title>{html.escape(title)}</title>",
+             "<style>body{font-family:sans-serif}table{border-collapse:collapse}"
+             "td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px}</style>",
+             f"<h1>{html.escape(title)}</h1><p>Stores: {html.escape(', '.join(doc['stores']))}</p>"]
+    for name, rows in tables:
+        parts.append(f"<h2>{html.escape(name)}</h2>")
+        if not rows:
+            parts.append("<p>none</p>")
+            continue
+        cols = list(rows[0])
+        parts.append("<table><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in cols) + "</tr>")
+        for r in rows:
+            parts.append("<tr>" + "".join(f"<td>{html.escape(str(r[c]))}</td>" for c in cols) + "</tr>")
+        parts.append("</table>")
+    with open(os.path.join(out, "summary.html"), "w", encoding="utf-8") as f:
+        f.write("\n".join(parts))

@@ -1,0 +1,170 @@
+"""Spark and Arrow schemas of every row kind rmqlab's Spark sources and jobs produce, in one place.
+
+Each row kind is described once as a list of ``(name, Spark type, nullable, meaning)``; the
+``StructType`` and the Arrow schema are both built from that list, and the Arrow schema is exactly
+what Spark expects back from a Python data source (``to_arrow_schema(struct, timezone="UTC")``:
+``pa.Schema.equals`` is checked by Spark on the first batch).
+
+Units: offsets and sizes in **bytes** (CommitLog offsets are absolute, i.e. file name + position);
+``*_timestamp`` columns are epoch **milliseconds** (``long``); ``*_time`` columns are the same
+instants as Spark timestamps (UTC). ``queue_offset`` counts **units** (messages), not bytes.
+``file`` is the file's path relative to its store root (``commitlog/00000000000000000000``,
+``consumequeue/TopicA/0/00000000000000000000``, ``index/20261122102056184``).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    DataType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+__all__ = [
+    "COMMIT_LOG_COLUMNS",
+    "CONSUME_QUEUE_COLUMNS",
+    "FINDING_COLUMNS",
+    "INDEX_COLUMNS",
+    "arrow_schema",
+    "commit_log_schema",
+    "consume_queue_schema",
+    "describe",
+    "finding_schema",
+    "index_schema",
+]
+
+_S, _L, _I, _B, _T = StringType(), LongType(), IntegerType(), BooleanType(), TimestampType()
+Column = tuple[str, DataType, bool, str]
+
+COMMIT_LOG_COLUMNS: list[Column] = [
+    ("store_path", _S, False, "absolute path of the store root the row comes from"),
+    ("file", _S, False, "CommitLog file, relative to the store root"),
+    ("offset", _L, False, "absolute CommitLog offset where the record (or the damage) starts"),
+    ("size", _I, True, "TOTALSIZE in bytes (for a blank record: the declared bytes left in the file)"),
+    ("record_type", _S, False, "'message', 'blank' (end-of-file record, option include_blank) or 'error'"),
+    ("topic", _S, True, "topic"),
+    ("queue_id", _I, True, "queue id"),
+    ("queue_offset", _L, True, "QUEUEOFFSET: position in the topic/queue's ConsumeQueue (units)"),
+    ("physical_offset", _L, True, "PHYSICALOFFSET as stored (equals offset unless the record is stale)"),
+    ("sys_flag", _I, True, "SYSFLAG bits (0xC: transaction type, 0x10/0x20: IPv6 hosts)"),
+    ("flag", _I, True, "user flag"),
+    ("tags", _S, True, "TAGS property"),
+    ("tags_code", _L, True, "Java hash of TAGS (0 without tags); no delay-level override"),
+    ("keys", ArrayType(StringType(), False), True, "KEYS split on single spaces, empty tokens dropped"),
+    ("uniq_key", _S, True, "UNIQ_KEY property (client message id)"),
+    ("msg_id", _S, True, "offset message id: store host + PHYSICALOFFSET, 32 (IPv4) / 56 hex chars"),
+    ("born_timestamp", _L, True, "producer time, epoch ms"),
+    ("store_timestamp", _L, True, "broker time, epoch ms"),
+    ("born_time", _T, True, "born_timestamp as a timestamp"),
+    ("store_time", _T, True, "store_timestamp as a timestamp"),
+    ("born_host", _S, True, "'ip:port' of the producer"),
+    ("store_host", _S, True, "'ip:port' of the broker"),
+    ("body_crc", _I, True, "BODYCRC as stored"),
+    ("crc_ok", _B, True, "BODYCRC equals crc32(body) & 0x7FFFFFFF"),
+    ("body_length", _I, True, "BODYLENGTH in bytes"),
+    ("reconsume_times", _I, True, "RECONSUMETIMES"),
+    ("prepared_transaction_offset", _L, True, "half-message offset for tx COMMIT/ROLLBACK records, else 0"),
+    ("properties", MapType(StringType(), StringType(), True), True, "every property, decoded"),
+    ("error", _S, True, "why the walk stopped here (bad_magic, truncated, length_mismatch ...); null when ok"),
+    ("error_detail", _S, True, "the same for a person"),
+]
+_BODY: Column = ("body", BinaryType(), True, "the body as stored (only with option include_body=true)")
+
+CONSUME_QUEUE_COLUMNS: list[Column] = [
+    ("store_path", _S, False, "absolute path of the store root"),
+    ("topic", _S, False, "topic (from the directory name)"),
+    ("queue_id", _I, False, "queue id (from the directory name)"),
+    ("file", _S, False, "ConsumeQueue file, relative to the store root"),
+    ("queue_offset", _L, False, "logical offset of the unit (units, = byte offset / 20)"),
+    ("position", _L, False, "byte position of the unit inside its file"),
+    ("commit_log_offset", _L, False, "where the record should start in the CommitLog"),
+    ("size", _I, False, "the record's TOTALSIZE (0x7FFFFFFF for a pre-blank unit)"),
+    ("tags_code", _L, False, "tags hash, delay due time, or ConsumeQueueExt address"),
+    ("valid", _B, False, "false only for pre-blank units (emitted with include_pre_blank=true)"),
+]
+
+INDEX_COLUMNS: list[Column] = [
+    ("store_path", _S, False, "absolute path of the store root"),
+    ("file", _S, False, "index file, relative to the store root"),
+    ("begin_timestamp", _L, False, "header: store time of the first indexed message, epoch ms"),
+    ("end_timestamp", _L, False, "header: store time of the last indexed message, epoch ms"),
+    ("begin_phy_offset", _L, False, "header: CommitLog offset of the first indexed message"),
+    ("end_phy_offset", _L, False, "header: CommitLog offset of the last indexed message"),
+    ("hash_slot_count", _I, False, "header: slots that went from empty to used"),
+    ("index_count", _I, False, "header: next free item number (starts at 1)"),
+    ("hash_slot_num", _I, False, "slots in the file (inferred from its size or given)"),
+    ("index_num", _I, False, "items the file can hold"),
+    ("item_no", _I, False, "item number (1-based)"),
+    ("key_hash", _I, False, "abs(Java hash of 'topic#key')"),
+    ("phy_offset", _L, False, "CommitLog offset of the indexed message"),
+    ("time_diff", _I, False, "seconds after begin_timestamp"),
+    ("prev_index", _I, False, "older item in the same slot, 0 = end of chain"),
+    ("slot", _I, False, "key_hash % hash_slot_num"),
+    ("item_timestamp", _L, False, "begin_timestamp + time_diff*1000: the time the query compares, epoch ms"),
+]
+
+FINDING_COLUMNS: list[Column] = [
+    ("severity", _S, False, "'error' (data lost or wrong) or 'warning'"),
+    ("kind", _S, False, "what was found; the same words as rmqlab.inspect.verify"),
+    ("store", _S, False, "absolute path of the store root"),
+    ("file", _S, True, "file relative to the store root"),
+    ("offset", _L, True, "byte offset (CommitLog: absolute; other files: position in the file)"),
+    ("message", _S, False, "one line for a person"),
+]
+
+
+def _struct(cols: list[Column]) -> StructType:
+    return StructType([StructField(n, t, nullable) for n, t, nullable, _ in cols])
+
+
+def commit_log_schema(include_body: bool = False) -> StructType:
+    """Rows of ``rmq_commitlog``; ``body`` is appended only when ``include_body``."""
+    return _struct([*COMMIT_LOG_COLUMNS, _BODY] if include_body else COMMIT_LOG_COLUMNS)
+
+
+def consume_queue_schema() -> StructType:
+    """Rows of ``rmq_consumequeue``: one per unit."""
+    return _struct(CONSUME_QUEUE_COLUMNS)
+
+
+def index_schema() -> StructType:
+    """Rows of ``rmq_index``: one per written item, with its file's header."""
+    return _struct(INDEX_COLUMNS)
+
+
+def finding_schema() -> StructType:
+    """Rows of the audit's findings."""
+    return _struct(FINDING_COLUMNS)
+
+
+_ARROW_TYPES: dict[type, pa.DataType] = {
+    StringType: pa.string(), LongType: pa.int64(), IntegerType: pa.int32(), BooleanType: pa.bool_(),
+    BinaryType: pa.binary(), TimestampType: pa.timestamp("us", tz="UTC"),
+}
+
+
+def _arrow_type(t: DataType) -> pa.DataType:
+    if isinstance(t, ArrayType):
+        return pa.list_(pa.field("element", _arrow_type(t.elementType), nullable=t.containsNull))
+    if isinstance(t, MapType):
+        return pa.map_(_arrow_type(t.keyType), pa.field("value", _arrow_type(t.valueType), t.valueContainsNull))
+    return _ARROW_TYPES[type(t)]
+
+
+def arrow_schema(struct: StructType) -> pa.Schema:
+    """The Arrow schema Spark expects for ``struct`` (equal to pyspark's ``to_arrow_schema``)."""
+    return pa.schema([pa.field(f.name, _arrow_type(f.dataType), f.nullable) for f in struct.fields])
+
+
+def describe(cols: list[Column]) -> list[dict[str, str]]:
+    """``[{name, type, meaning}]`` for docs and notebooks."""
+    return [{"name": n, "type": t.simpleString(), "meaning": m} for n, t, _, m in cols]

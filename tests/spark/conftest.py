@@ -1,0 +1,95 @@
+"""One session-scoped local[2] SparkSession, and a directory of store dirs with planted faults.
+
+Spark start-up and each job cost seconds on these machines, so the stores are built once and
+most tests read or audit all of them in a single job.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    pytest.importorskip("pyspark")
+    from rmqlab.spark.session import get_session
+
+    session = get_session("local[2]", "rmqlab-tests", {
+        "spark.sql.shuffle.partitions": "1", "spark.default.parallelism": "2",
+        "spark.sql.adaptive.enabled": "false",
+    })
+    yield session
+    session.stop()
+
+
+def _copy(name: str, dest: Path) -> Path:
+    shutil.copytree(FIXTURES / name / "store", dest)
+    return dest
+
+
+def _write_rmqlab_store(root: Path) -> Path:
+    from rmqlab.clock import ManualClock
+    from rmqlab.config import MessageStoreConfig
+    from rmqlab.store.message import Message
+    from rmqlab.store.message_store import MessageStore
+
+    config = MessageStoreConfig.small(str(root))
+    clock = ManualClock()
+    with MessageStore.open(str(root), config, clock=clock, threaded=False) as store:
+        for i in range(300):
+            store.put_message(Message(f"Topic{i % 3}", f"body {i} ".encode() * (1 + i % 50), tags=f"T{i % 4}",
+                                      keys=[f"k{i}", f"shared-{i % 7}"], queue_id=i % 4))
+            clock.advance(1000)
+        store.step()
+    return root
+
+
+@pytest.fixture(scope="session")
+def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """name -> store dir: the reference stores (copied), an rmqlab-written one, and damaged ones."""
+    from rmqlab.testing import damage
+
+    base = tmp_path_factory.mktemp("spark-stores")
+    out: dict[str, Path] = {
+        "clean-small": _copy("clean-small", base / "clean-small"),
+        "crash-tail": _copy("crash-tail", base / "crash-tail"),  # 40 records without CQ units
+        "rmqlab": _write_rmqlab_store(base / "rmqlab"),
+    }
+    # a CQ unit pointing at the wrong record: TopicA/0 unit 3 -> the record of unit 5
+    s = out["cq-wrong"] = _copy("clean-small", base / "cq-wrong")
+    cq = s / "consumequeue" / "TopicA" / "0" / "00000000000000000000"
+    five = damage.read_bytes(cq, 5 * 20, 8)
+    damage.set_bytes(cq, 3 * 20, five)
+    # an index item pointing at another message (one without that key)
+    s = out["index-wrong"] = _copy("clean-small", base / "index-wrong")
+    idx = sorted((s / "index").iterdir())[0]
+    item2 = 40 + 64 * 4 + 2 * 20
+    phy = struct.unpack(">q", damage.read_bytes(idx, item2 + 4, 8))[0]
+    other = 18803 if phy != 18803 else 21726
+    damage.set_bytes(idx, item2 + 4, struct.pack(">q", other))
+    # a torn record in the middle of a non-last file: bad magic, the walk of the file stops
+    s = out["torn"] = _copy("clean-small", base / "torn")
+    damage.set_bytes(s / "commitlog" / "00000000000000065536", 0x0 + 4, b"\x00\x00\x00\x01")
+    # an empty store (commitlog/ exists, no files) and a store of blank records only
+    empty = out["empty"] = base / "empty"
+    (empty / "commitlog").mkdir(parents=True)
+    blank = out["blank-only"] = base / "blank-only"
+    (blank / "commitlog").mkdir(parents=True)
+    for n in range(2):
+        data = bytearray(65536)
+        struct.pack_into(">ii", data, 0, 65536, -875286124)
+        (blank / "commitlog" / f"{n * 65536:020d}").write_bytes(bytes(data))
+    return out
+
+
+def store_paths(stores: dict[str, Path], *names: str) -> list[str]:
+    return [os.path.abspath(stores[n]) for n in (names or stores)]

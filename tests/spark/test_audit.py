@@ -1,0 +1,88 @@
+"""The Spark audit finds what verify() finds, on planted faults, many stores in one job."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import pytest
+
+from tests.spark.conftest import store_paths
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def audited(spark: Any, stores: dict[str, Any]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    from rmqlab.spark.audit import audit
+
+    findings, _ = audit(spark, store_paths(stores))
+    return [tuple(r) for r in findings.collect()], []
+
+
+def _verify(path: str) -> list[tuple[Any, ...]]:
+    from rmqlab.inspect import open_snapshot
+
+    with open_snapshot(path) as snap:
+        return [(f.severity, f.kind, snap.path, f.file, f.offset, f.message) for f in snap.verify()]
+
+
+def test_same_findings_as_verify_on_every_store(audited: Any, stores: dict[str, Any]) -> None:
+    got = sorted(audited[0])
+    want = sorted(f for p in store_paths(stores) for f in _verify(p))
+    assert got == want
+
+
+def _kinds(audited: Any, stores: dict[str, Any], name: str) -> dict[str, int]:
+    path = os.path.abspath(stores[name])
+    out: dict[str, int] = {}
+    for f in audited[0]:
+        if f[2] == path:
+            out[f[1]] = out.get(f[1], 0) + 1
+    return out
+
+
+def test_planted_faults_are_found(audited: Any, stores: dict[str, Any]) -> None:
+    assert _kinds(audited, stores, "clean-small") == {}
+    assert _kinds(audited, stores, "rmqlab") == {}
+    assert _kinds(audited, stores, "crash-tail") == {"not_in_consume_queue": 40, "abort_present": 1}
+    assert _kinds(audited, stores, "cq-wrong") == {
+        "cq_unit_mismatch": 1, "consume_queue_points_elsewhere": 1, "cq_not_monotonic": 1}
+    assert _kinds(audited, stores, "index-wrong") == {"index_item_wrong_key": 1}
+    torn = _kinds(audited, stores, "torn")
+    assert torn["commitlog_bad_magic"] == 1
+    assert torn["cq_units_past_log_end"] >= 1
+    assert torn["index_items_past_log_end"] >= 1
+
+
+def test_cli_exit_codes_and_outputs(spark: Any, stores: dict[str, Any], tmp_path: Any) -> None:
+    from click.testing import CliRunner
+
+    from rmqlab.spark.commands import spark as group
+
+    runner = CliRunner()
+    # one Spark run only (each costs seconds): exit 0 for a clean store is the same code path
+    r = runner.invoke(group, ["audit", str(stores["cq-wrong"]), "--out", str(tmp_path / "b")])
+    assert r.exit_code == 1, r.output
+    doc = json.loads((tmp_path / "b" / "summary.json").read_text())
+    assert doc["by_severity"] == {"error": 2, "warning": 1}
+    assert (tmp_path / "b" / "summary.html").exists()
+    assert (tmp_path / "b" / "findings").is_dir()
+    r = runner.invoke(group, ["audit", str(tmp_path / "nope"), "--out", str(tmp_path / "c")])
+    assert r.exit_code == 2
+    assert len(r.output.strip().splitlines()) == 1
+
+
+def test_stats(spark: Any, stores: dict[str, Any], tmp_path: Any, reference_manifest: Any) -> None:
+    from rmqlab.spark.audit import stats, write_stats
+
+    paths = store_paths(stores, "crash-tail")
+    frames = stats(spark, paths)
+    doc = write_stats(frames, str(tmp_path / "s"), paths)
+    topics = doc["topics"]
+    assert sum(t["messages"] for t in topics) == 800
+    assert sum(t["lag"] for t in topics) == 40
+    assert sum(r["messages"] for r in frames["by_hour"].collect()) == 800
+    files = doc["index_files"]
+    assert all(f["max_chain_length"] >= 1 and f["items"] > 0 for f in files)

@@ -34,6 +34,7 @@ from rmqlab.codec.index_layout import (
     INVALID_INDEX,
     IndexHeader,
     index_file_size,
+    index_hash_of,
     index_key,
     index_key_hash,
     item_position,
@@ -43,7 +44,7 @@ from rmqlab.codec.index_layout import (
     slot_position,
     unpack_item,
 )
-from rmqlab.codec.java_hash import java_hash, tags_code
+from rmqlab.codec.java_hash import java_hash, java_hash_extend, tags_code
 from rmqlab.codec.message import (
     PHYSICAL_OFFSET_POSITION,
     QUEUE_OFFSET_POSITION,
@@ -77,6 +78,7 @@ from rmqlab.codec.properties import (
     broker_properties,
     decode_properties,
     encode_broker_properties,
+    encode_broker_properties_and_map,
     encode_properties,
     java_hashmap_order,
 )
@@ -120,17 +122,20 @@ __all__ = [
     "decorate",
     "encode_blank",
     "encode_broker_properties",
+    "encode_broker_properties_and_map",
     "encode_into",
     "encode_message",
     "encode_properties",
     "index_file_name",
     "index_file_size",
+    "index_hash_of",
     "index_key",
     "index_key_hash",
     "is_ext_addr",
     "item_position",
     "iter_records",
     "java_hash",
+    "java_hash_extend",
     "java_hashmap_order",
     "offset_to_file_name",
     "pack_item",

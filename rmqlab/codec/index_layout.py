@@ -29,6 +29,7 @@ __all__ = [
     "INVALID_INDEX",
     "IndexHeader",
     "index_file_size",
+    "index_hash_of",
     "index_key",
     "index_key_hash",
     "item_position",
@@ -90,7 +91,11 @@ def index_key(topic: str, key: str) -> str:
 
 def index_key_hash(key: str) -> int:
     """``indexKeyHashMethod``: ``abs(javaHash)``, and 0 for Integer.MIN_VALUE (golden #14)."""
-    h = java_hash(key)
+    return index_hash_of(java_hash(key))
+
+
+def index_hash_of(h: int) -> int:
+    """:func:`index_key_hash` from an already computed signed ``java_hash`` value ``h``."""
     return 0 if h == -(2**31) else abs(h)
 
 

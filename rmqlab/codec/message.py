@@ -40,8 +40,10 @@ import socket
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
+from rmqlab.codec._frozen import fast_constructor
 from rmqlab.codec.crc import body_crc as _body_crc
 from rmqlab.codec.flags import (
     BLANK_MAGIC_CODE,
@@ -77,6 +79,7 @@ __all__ = [
     "encode_blank",
     "encode_into",
     "encode_message",
+    "encode_message_parts",
     "host_length",
     "needs_blank",
     "store_timestamp_position",
@@ -154,6 +157,7 @@ class EndOfData:
     offset: int
 
 
+@lru_cache(maxsize=1024)
 def _ip_str(raw: bytes) -> str:
     if len(raw) == 4:
         return socket.inet_ntoa(raw)
@@ -263,6 +267,9 @@ class MessageRecord:
         return d
 
 
+_new_message_record = fast_constructor(MessageRecord)
+
+
 # --- decoding --------------------------------------------------------------------------------
 
 
@@ -312,13 +319,14 @@ def _decode(
         )
     end = offset + total
 
-    sys_flag = _I.unpack_from(buf, offset + SYSFLAG_POSITION)[0]
+    # total >= MIN_RECORD_SIZE (91) bytes are there, so the 88-byte IPv4/IPv4 head always
+    # unpacks; it is the answer unless SYSFLAG says a host is IPv6 (then re-read below).
+    (
+        _t, _m, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts,
+        born_ip, born_port, store_ts, store_ip, store_port,
+        reconsume, prepared, body_len,
+    ) = _HEAD_V4V4.unpack_from(buf, offset)  # fmt: skip
     if not sys_flag & (BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG):
-        (
-            _t, _m, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts,
-            born_ip, born_port, store_ts, store_ip, store_port,
-            reconsume, prepared, body_len,
-        ) = _HEAD_V4V4.unpack_from(buf, offset)  # fmt: skip
         pos = offset + 88
     else:
         (_t, _m, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts) = _HEAD.unpack_from(
@@ -354,7 +362,7 @@ def _decode(
             file, offset, "length_mismatch", f"TOPICLENGTH {topic_len} overruns TOTALSIZE {total}"
         )
     try:
-        topic = bytes(buf[pos : pos + topic_len]).decode("utf-8")
+        topic = str(buf[pos : pos + topic_len], "utf-8")
     except UnicodeDecodeError:
         raise CorruptRecord(file, offset, "bad_field", "topic is not valid UTF-8") from None
     pos += topic_len
@@ -371,7 +379,7 @@ def _decode(
     crc_ok = _body_crc(body) == crc
     if check_crc and not crc_ok:
         raise CorruptRecord(file, offset, "crc_mismatch", f"stored BODYCRC {crc}")
-    return MessageRecord(
+    return _new_message_record(
         total, magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts,
         (_ip_str(born_ip), born_port), store_ts, (_ip_str(store_ip), store_port),
         reconsume, prepared, body, topic, decode_properties(props_raw) if props_raw else {},
@@ -387,6 +395,29 @@ def _java_length(s: str) -> int:
     if s.isascii():
         return len(s)
     return len(s.encode("utf-16-le")) // 2
+
+
+@lru_cache(maxsize=4096)
+def _topic_field(topic: str, version: int | None) -> tuple[int, int, bytes]:
+    """``(version, magic, TOPICLENGTH + TOPIC bytes)`` of a topic; cached per topic (hot path).
+
+    ``version`` None picks V2 only when the topic has more than 127 Java chars. Raises
+    ValueError when the length does not fit the version's field.
+    """
+    topic_b = topic.encode("utf-8")
+    if version is None:
+        version = 2 if _java_length(topic) > MAX_TOPIC_LENGTH_V1 else 1
+    if version == 1:
+        if len(topic_b) > MAX_TOPIC_LENGTH_V1:
+            raise ValueError(
+                f"V1 topic is {len(topic_b)} UTF-8 bytes; at most 127 can be read back"
+            )
+        return 1, MESSAGE_MAGIC_CODE_V1, _B.pack(len(topic_b)) + topic_b
+    if version == 2:
+        if len(topic_b) > MAX_TOPIC_LENGTH_V2:
+            raise ValueError(f"topic is {len(topic_b)} UTF-8 bytes; at most 32767")
+        return 2, MESSAGE_MAGIC_CODE_V2, _H.pack(len(topic_b)) + topic_b
+    raise ValueError(f"version must be 1 or 2, not {version!r}")
 
 
 def encode_message(
@@ -415,54 +446,69 @@ def encode_message(
     the topic has more than 127 Java chars (5.x ``autoMessageVersionOnTopicLen``). Raises
     ValueError when a length does not fit its field.
     """
-    born_ip = ip_to_bytes(born_host[0])
-    store_ip = ip_to_bytes(store_host[0])
+    props_b = (
+        bytes(properties) if isinstance(properties, bytes | bytearray | memoryview)
+        else encode_properties(properties)
+    )  # fmt: skip
+    return encode_message_parts(
+        topic, body, queue_id, flag, queue_offset, commit_log_offset, sys_flag, born_timestamp,
+        ip_to_bytes(born_host[0]), born_host[1], store_timestamp, ip_to_bytes(store_host[0]),
+        store_host[1], reconsume_times, prepared_transaction_offset, props_b,
+        _body_crc(body) if body_crc is None else body_crc, version,
+    )  # fmt: skip
+
+
+def encode_message_parts(
+    topic: str,
+    body: bytes,
+    queue_id: int,
+    flag: int,
+    queue_offset: int,
+    commit_log_offset: int,
+    sys_flag: int,
+    born_timestamp: int,
+    born_ip: bytes,
+    born_port: int,
+    store_timestamp: int,
+    store_ip: bytes,
+    store_port: int,
+    reconsume_times: int,
+    prepared_transaction_offset: int,
+    properties: bytes,
+    body_crc: int,
+    version: int | None,
+) -> bytes:
+    """:func:`encode_message` with positional, pre-computed inputs: packed ip bytes (4 or 16),
+    the properties bytes and the body CRC. The writer's hot path (one call, no keywords)."""
     sys_flag &= ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)
     if len(born_ip) == 16:
         sys_flag |= BORNHOST_V6_FLAG
     if len(store_ip) == 16:
         sys_flag |= STOREHOSTADDRESS_V6_FLAG
-    topic_b = topic.encode("utf-8")
-    if version is None:
-        version = 2 if _java_length(topic) > MAX_TOPIC_LENGTH_V1 else 1
-    props_b = (
-        bytes(properties) if isinstance(properties, bytes | bytearray | memoryview)
-        else encode_properties(properties)
-    )  # fmt: skip
-    if version == 1:
-        if len(topic_b) > MAX_TOPIC_LENGTH_V1:
-            raise ValueError(
-                f"V1 topic is {len(topic_b)} UTF-8 bytes; at most 127 can be read back"
-            )
-        topic_len = _B.pack(len(topic_b))
-        magic = MESSAGE_MAGIC_CODE_V1
-    elif version == 2:
-        if len(topic_b) > MAX_TOPIC_LENGTH_V2:
-            raise ValueError(f"topic is {len(topic_b)} UTF-8 bytes; at most 32767")
-        topic_len = _H.pack(len(topic_b))
-        magic = MESSAGE_MAGIC_CODE_V2
-    else:
-        raise ValueError(f"version must be 1 or 2, not {version!r}")
-    if len(props_b) > MAX_PROPERTIES_LENGTH:
-        raise ValueError(f"properties are {len(props_b)} bytes; at most 32767")
-    total = calc_msg_length(version, sys_flag, len(body), len(topic_b), len(props_b))
-    crc = _body_crc(body) if body_crc is None else body_crc
-    if len(born_ip) == 4 and len(store_ip) == 4:
+    version, magic, topic_field = _topic_field(topic, version)
+    props_len = len(properties)
+    if props_len > MAX_PROPERTIES_LENGTH:
+        raise ValueError(f"properties are {props_len} bytes; at most 32767")
+    body_len = len(body)
+    if not sys_flag & (BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG):
+        # 72 fixed + 8 + 8 (two IPv4 hosts) + topic field (TL + T) + 2 + B + P
+        total = 90 + body_len + len(topic_field) + props_len
         head = _HEAD_V4V4.pack(
-            total, magic, crc, queue_id, flag, queue_offset, commit_log_offset, sys_flag,
-            born_timestamp, born_ip, born_host[1], store_timestamp, store_ip, store_host[1],
-            reconsume_times, prepared_transaction_offset, len(body),
+            total, magic, body_crc, queue_id, flag, queue_offset, commit_log_offset, sys_flag,
+            born_timestamp, born_ip, born_port, store_timestamp, store_ip, store_port,
+            reconsume_times, prepared_transaction_offset, body_len,
         )  # fmt: skip
     else:
+        total = calc_msg_length(version, sys_flag, body_len, len(topic_field) - version, props_len)
         head = b"".join((
-            _HEAD.pack(total, magic, crc, queue_id, flag, queue_offset, commit_log_offset,
+            _HEAD.pack(total, magic, body_crc, queue_id, flag, queue_offset, commit_log_offset,
                        sys_flag, born_timestamp),
-            (_HOST6 if len(born_ip) == 16 else _HOST4).pack(born_ip, born_host[1]),
+            (_HOST6 if len(born_ip) == 16 else _HOST4).pack(born_ip, born_port),
             _Q.pack(store_timestamp),
-            (_HOST6 if len(store_ip) == 16 else _HOST4).pack(store_ip, store_host[1]),
-            _TAIL.pack(reconsume_times, prepared_transaction_offset, len(body)),
+            (_HOST6 if len(store_ip) == 16 else _HOST4).pack(store_ip, store_port),
+            _TAIL.pack(reconsume_times, prepared_transaction_offset, body_len),
         ))  # fmt: skip
-    return b"".join((head, body, topic_len, topic_b, _H.pack(len(props_b)), props_b))
+    return b"".join((head, body, topic_field, _H.pack(props_len), properties))
 
 
 def encode_into(buf: Any, offset: int, **fields: Any) -> int:

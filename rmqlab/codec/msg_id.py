@@ -118,6 +118,9 @@ class UniqKeyGenerator:
         """Next UNIQ_KEY at ``now_ms``; month start recomputed once ``now`` passes it."""
         if now_ms >= self._next_start_ms:
             self._start_ms, self._next_start_ms = month_start_ms(now_ms, tz)
-        key = uniq_key(self.fix_string, now_ms, self._start_ms, self.counter)
-        self.counter = (self.counter + 1) & 0xFFFFFFFF
-        return key
+        counter = self.counter
+        self.counter = (counter + 1) & 0xFFFFFFFF
+        diff = now_ms - self._start_ms
+        if 0 <= diff < 0x80000000:  # the usual case: one f-string, no int-cast arithmetic
+            return f"{self.fix_string}{diff:08X}{counter & 0xFFFF:04X}"
+        return uniq_key(self.fix_string, now_ms, self._start_ms, counter)

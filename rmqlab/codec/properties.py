@@ -12,6 +12,8 @@ trailing ``0x02`` after the last value, while 5.x ends every pair, the last incl
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from itertools import repeat
 
 from rmqlab.codec.flags import (
     CRC32_RESERVED_LEN,
@@ -29,6 +31,7 @@ __all__ = [
     "crc32_property",
     "decode_properties",
     "encode_broker_properties",
+    "encode_broker_properties_and_map",
     "encode_properties",
     "java_hashmap_capacity",
     "java_hashmap_order",
@@ -36,6 +39,7 @@ __all__ = [
 ]
 
 _VERSIONS = ("4.9.8", "5.3.3")
+_split = str.split
 
 
 def encode_properties(props: Mapping[str, str | None], *, trailing_separator: bool = True) -> bytes:
@@ -63,10 +67,22 @@ def decode_properties(data: bytes | bytearray | memoryview | str) -> dict[str, s
     search land past the segment end, which fails the same test). Later duplicates overwrite
     (keeping the first position, like ``HashMap.put``). Invalid UTF-8 becomes U+FFFD as in Java.
     """
-    s = data if isinstance(data, str) else bytes(data).decode("utf-8", errors="replace")
-    out: dict[str, str] = {}
+    s = data if isinstance(data, str) else str(data, "utf-8", "replace")
     if not s:
-        return out
+        return {}
+    # Fast path (every record the store writes): each pair has a non-empty key and value and
+    # keys are distinct; then one C-level dict() over the split pairs is the Java result.
+    parts = s.split(PROPERTY_SEPARATOR)
+    if not parts[-1]:
+        parts.pop()
+    try:
+        fast = dict(map(_split, parts, repeat(NAME_VALUE_SEPARATOR), repeat(1)))
+    except ValueError:  # a part without 0x01
+        pass
+    else:
+        if len(fast) == len(parts) and "" not in fast and "" not in fast.values():
+            return fast
+    out: dict[str, str] = {}
     for part in s.split(PROPERTY_SEPARATOR):
         if len(part) >= 3:
             kv = part.find(NAME_VALUE_SEPARATOR)
@@ -117,6 +133,35 @@ def trailing_separator_for(version: str) -> bool:
     return version != "4.9.8"
 
 
+@lru_cache(maxsize=1024)
+def _broker_order(keys: tuple[str, ...], version: str) -> tuple[str, ...]:
+    """On-disk key order of a broker map that received ``keys`` in this order (CLUSTER and, for
+    5.x, UNIQ_KEY already added). The order depends only on the key sequence and the version, not
+    on the values, so it is computed once per distinct key tuple (a handful in any workload)."""
+    initial = 16 if version == "4.9.8" else 128
+    max_size = len(keys)
+    if version == "4.9.8":
+        keys = tuple(k for k in keys if k != PROPERTY_WAIT_STORE_MSG_OK)
+    return tuple(java_hashmap_order(keys, initial, max_size=max_size))
+
+
+def _broker_map(
+    props: Mapping[str, str], version: str, cluster: str | None, uniq_key: str | None
+) -> dict[str, str]:
+    """The broker's map before ordering: None values dropped, UNIQ_KEY (5.x) and CLUSTER added."""
+    trailing_separator_for(version)  # validates the version
+    m: dict[str, str] = {k: v for k, v in props.items() if v is not None}
+    if (
+        version != "4.9.8"
+        and uniq_key is not None
+        and PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in m
+    ):
+        m[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq_key
+    if cluster is not None:
+        m[PROPERTY_CLUSTER] = cluster
+    return m
+
+
 def broker_properties(
     props: Mapping[str, str],
     version: str = "4.9.8",
@@ -131,20 +176,8 @@ def broker_properties(
     5.3.3 uses ``HashMap(128)``, adds ``UNIQ_KEY`` (``uniq_key``) if absent, adds ``CLUSTER`` and
     keeps ``WAIT``. Returns a dict in the on-disk order (golden #23).
     """
-    trailing_separator_for(version)  # validates the version
-    m: dict[str, str] = {k: v for k, v in props.items() if v is not None}
-    if version == "4.9.8":
-        initial = 16
-    else:
-        initial = 128
-        if uniq_key is not None and PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in m:
-            m[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq_key
-    if cluster is not None:
-        m[PROPERTY_CLUSTER] = cluster
-    max_size = len(m)
-    if version == "4.9.8":
-        m.pop(PROPERTY_WAIT_STORE_MSG_OK, None)
-    return {k: m[k] for k in java_hashmap_order(list(m), initial, max_size=max_size)}
+    m = _broker_map(props, version, cluster, uniq_key)
+    return {k: m[k] for k in _broker_order(tuple(m), version)}
 
 
 def encode_broker_properties(
@@ -155,8 +188,40 @@ def encode_broker_properties(
     uniq_key: str | None = None,
 ) -> bytes:
     """The exact properties bytes a broker of ``version`` stores for a client's map."""
-    ordered = broker_properties(props, version, cluster, uniq_key=uniq_key)
-    return encode_properties(ordered, trailing_separator=trailing_separator_for(version))
+    return encode_broker_properties_and_map(props, version, cluster, uniq_key=uniq_key)[0]
+
+
+def encode_broker_properties_and_map(
+    props: Mapping[str, str],
+    version: str = "4.9.8",
+    cluster: str | None = None,
+    *,
+    uniq_key: str | None = None,
+) -> tuple[bytes, dict[str, str] | None]:
+    """:func:`encode_broker_properties` plus the map a reader parses back from those bytes.
+
+    The map (on-disk order) is returned only when it is exactly what
+    :func:`decode_properties` would produce: every key and value a non-empty ``str`` without
+    a separator character. Otherwise it is None and only parsing the bytes gives the reader's
+    view (Java drops empty pairs and splits on separators inside values).
+    """
+    m = _broker_map(props, version, cluster, uniq_key)
+    order = _broker_order(tuple(m), version)
+    pairs = [f"{k}{NAME_VALUE_SEPARATOR}{m[k]}" for k in order]
+    text = PROPERTY_SEPARATOR.join(pairs)
+    n = len(pairs)
+    try:  # str.__len__ raises TypeError for a non-str key or value (then: not clean)
+        non_empty = min(map(str.__len__, m)) > 0 and min(map(str.__len__, m.values())) > 0
+    except (TypeError, ValueError):  # ValueError: m is empty
+        non_empty = False
+    clean = (
+        non_empty
+        and text.count(NAME_VALUE_SEPARATOR) == n
+        and text.count(PROPERTY_SEPARATOR) == n - 1
+    )
+    if n and trailing_separator_for(version):
+        text += PROPERTY_SEPARATOR
+    return text.encode("utf-8"), ({k: m[k] for k in order} if clean else None)
 
 
 def crc32_property(crc: int) -> bytes:

@@ -303,6 +303,20 @@ class MappedFile:
         self.wrote_position = pos + n
         return n
 
+    def advance_wrote_position(self, n: int) -> None:
+        """Publish ``n`` bytes the single writer already copied into :attr:`write_target` at the
+        wrote position (the in-place form of :meth:`append_with` without a callback).
+
+        Raises ``ReadOnlyStore`` on a read-only file and ``MappedFileError`` past the file end
+        (nothing moves then).
+        """
+        end = self.wrote_position + n
+        if end > self._limit or n < 0:
+            if self.read_only:
+                raise ReadOnlyStore(f"{self.file_name}: mapped read-only")
+            raise MappedFileError(self.file_name, f"cannot advance {n} bytes past the file end")
+        self.wrote_position = end
+
     # ---------------------------------------------------------------------------------------
     # commit / flush (spec §7.2)
 

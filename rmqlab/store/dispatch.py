@@ -8,17 +8,18 @@ else stops the round. Listeners are told about arriving messages so long-polling
 
 from __future__ import annotations
 
+import struct
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from rmqlab.codec import flags
-from rmqlab.codec.walk import DispatchRequest, check_message_and_return_size
+from rmqlab.codec.walk import DispatchRequest, check_message_and_return_size, new_dispatch_request
 from rmqlab.events import Dispatched, EventBus
 from rmqlab.faults import crash_point
 
 if TYPE_CHECKING:
-    from rmqlab.store.commit_log import CommitLog
+    from rmqlab.store.commit_log import CommitLog, DispatchHint
     from rmqlab.store.consume_queue_store import ConsumeQueueStore
     from rmqlab.store.index_service import IndexService
     from rmqlab.store.store_checkpoint import StoreCheckpoint
@@ -31,7 +32,40 @@ __all__ = [
 ]
 
 _TX_MASK = 0xC
+_HINT_HEAD = struct.Struct(">ii12xqq")  # TOTALSIZE, MAGICCODE, QUEUEOFFSET@20, PHYSICALOFFSET@28
+_LONG = struct.Struct(">q")
 _CQ_TYPES = (flags.TRANSACTION_NOT_TYPE, flags.TRANSACTION_COMMIT_TYPE)
+
+
+def _from_hint(
+    buf: memoryview, pos: int, limit: int, offset: int, hint: DispatchHint, v5: bool
+) -> DispatchRequest | None:
+    """The DispatchRequest of the record at ``pos`` (absolute ``offset``) built from what the
+    writer recorded, if the stored header agrees with it (TOTALSIZE, magic, queue offset,
+    physical offset, store timestamp); None means "parse the record instead".
+
+    This is the same request ``check_message_and_return_size`` would return for the record the
+    writer encoded (the writer only records fields it knows the parser reads back unchanged),
+    so reput still walks the log offset by offset exactly as RocketMQ does; the hint only saves
+    re-parsing properties that were built a moment ago.
+    """
+    size, queue_offset, store_ts, ts_pos, d = hint
+    if pos + size > limit:
+        return None
+    total, magic, stored_queue_offset, phys = _HINT_HEAD.unpack_from(buf, pos)
+    if (
+        total != size
+        or phys != offset
+        or stored_queue_offset != queue_offset
+        or not (magic == flags.MESSAGE_MAGIC_CODE_V1 or (v5 and magic == flags.MESSAGE_MAGIC_CODE_V2))
+        or _LONG.unpack_from(buf, pos + ts_pos)[0] != store_ts
+    ):
+        return None
+    topic, queue_id, tags_code, keys, uniq_key, sys_flag, prepared, properties = d
+    return new_dispatch_request(
+        topic, queue_id, offset, size, tags_code, store_ts, queue_offset, keys, uniq_key,
+        sys_flag, prepared, properties,
+    )  # fmt: skip
 
 
 class CommitLogDispatcher(Protocol):
@@ -128,6 +162,8 @@ class ReputMessageService:
         check = check_message_and_return_size
         listeners = self.listeners
         dispatchers = self.dispatchers
+        hints = cl.dispatch_hints
+        v5 = self.version != "4.9.8"
         while self.reput_from_offset < end:
             sel = cl.get_data(self.reput_from_offset)
             if sel is None:
@@ -137,10 +173,15 @@ class ReputMessageService:
                 if limit <= 0:
                     return count
                 while pos < limit:
-                    size, ok, req = check(
-                        buf, pos, check_crc=False, read_body=False, rocketmq_version=self.version,
-                        delay_level_table=self.delay_level_table, max_delay_level=self.max_delay_level,
-                    )
+                    hint = hints.pop(self.reput_from_offset, None) if hints else None
+                    req = None if hint is None else _from_hint(buf, pos, limit, self.reput_from_offset, hint, v5)
+                    if req is not None:
+                        size, ok = req.msg_size, True
+                    else:
+                        size, ok, req = check(
+                            buf, pos, check_crc=False, read_body=False, rocketmq_version=self.version,
+                            delay_level_table=self.delay_level_table, max_delay_level=self.max_delay_level,
+                        )
                     if ok and size > 0 and req is not None:
                         for d in dispatchers:
                             d.dispatch(req)

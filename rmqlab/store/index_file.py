@@ -204,8 +204,13 @@ class IndexFile:
         return (begin < b and end > e) or b <= begin <= e or b <= end <= e
 
     # --- put -----------------------------------------------------------------------------------
-    def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
+    def put_key(
+        self, key: str, phy_offset: int, store_timestamp: int, key_hash: int | None = None
+    ) -> bool:
         """Append ``key`` (already ``topic#key``) -> ``phy_offset``; False when the file is full.
+
+        ``key_hash`` is ``index_key_hash(key)`` when the caller already has it (the dispatch path
+        computes it incrementally, see ``IndexService.build_index``).
 
         Exactly RocketMQ's ``IndexFile.putKey``, including its quirk: the first item's
         ``time_diff`` is computed *before* ``begin_timestamp`` is set from it, i.e. against the
@@ -218,7 +223,8 @@ class IndexFile:
         if self.read_only:
             raise ReadOnlyStore(f"{self._mapped.file_name}: index file opened read-only")
         buf = self._buf
-        key_hash = index_key_hash(key)
+        if key_hash is None:
+            key_hash = index_key_hash(key)
         slot = key_hash % self.hash_slot_num
         slot_pos = INDEX_HEADER_SIZE + slot * HASH_SLOT_SIZE
         slot_value = _INT.unpack_from(buf, slot_pos)[0]

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
 from rmqlab.codec.flags import KEY_SEPARATOR, TRANSACTION_ROLLBACK_TYPE, transaction_type
-from rmqlab.codec.index_layout import index_key
+from rmqlab.codec.index_layout import index_hash_of, index_key
+from rmqlab.codec.java_hash import java_hash, java_hash_extend
 from rmqlab.codec.names import index_file_name
 from rmqlab.errors import MappedFileError, ReadOnlyStore, RmqlabError
 from rmqlab.events import EventBus, IndexFileRolled
@@ -44,6 +45,7 @@ __all__ = ["IndexService", "LoadReportEntry", "QueryOffsetResult"]
 
 MAX_TRY_IDX_CREATE = 3  # IndexService.MAX_TRY_IDX_CREATE
 _RETRY_SLEEP_MS = 1000
+_UNIQ_SUFFIX = 12  # UNIQ_KEY = fixed prefix + hex8(time in month) + hex4(counter)
 _DESTROY_EXPIRED_INTERVAL_MS = 3000
 _DESTROY_ALL_INTERVAL_MS = 3000
 # Long.parseLong accepts an optional sign and ASCII digits only (Python's int() is laxer).
@@ -210,7 +212,11 @@ class IndexService:
         """
         if not self.message_index_enable:
             return
-        index_file = self.retry_get_and_create_index_file()
+        files = self._files
+        if files and not files[-1].is_write_full():
+            index_file: IndexFile | None = files[-1]  # the common case, without the lock
+        else:
+            index_file = self.retry_get_and_create_index_file()
         if index_file is None:
             return
         offset = req.commit_log_offset
@@ -220,20 +226,30 @@ class IndexService:
             return
         topic = req.topic
         ts = req.store_timestamp
-        if req.uniq_key is not None:
-            index_file = self._put_key(index_file, index_key(topic, req.uniq_key), offset, ts)
+        # Hash ``topic#key`` incrementally: java_hash(prefix) is cached and extended by the
+        # rest (java_hash_extend). UNIQ_KEYs are unique but share all but their last 12 chars
+        # (time + counter), so their prefix includes the fixed part of the key.
+        uniq = req.uniq_key
+        if uniq is not None:
+            cut = len(uniq) - _UNIQ_SUFFIX if len(uniq) > _UNIQ_SUFFIX else 0
+            h = java_hash_extend(java_hash(f"{topic}#{uniq[:cut]}"), uniq[cut:])
+            index_file = self._put_key(index_file, index_key(topic, uniq), offset, ts, index_hash_of(h))
             if index_file is None:
                 return
         keys = req.keys
         if keys:
+            topic_h = java_hash(f"{topic}#")
             for key in keys.split(KEY_SEPARATOR):
                 if key:
-                    index_file = self._put_key(index_file, index_key(topic, key), offset, ts)
+                    h = index_hash_of(java_hash_extend(topic_h, key))
+                    index_file = self._put_key(index_file, index_key(topic, key), offset, ts, h)
                     if index_file is None:
                         return
 
-    def _put_key(self, index_file: IndexFile, key: str, offset: int, ts: int) -> IndexFile | None:
-        while not index_file.put_key(key, offset, ts):
+    def _put_key(
+        self, index_file: IndexFile, key: str, offset: int, ts: int, key_hash: int | None = None
+    ) -> IndexFile | None:
+        while not index_file.put_key(key, offset, ts, key_hash):
             new = self.retry_get_and_create_index_file()
             if new is None:
                 return None

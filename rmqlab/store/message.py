@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from rmqlab.codec import flags
-from rmqlab.codec.properties import encode_broker_properties
+from rmqlab.codec.properties import encode_broker_properties_and_map
 
-__all__ = ["Message", "build_properties"]
+__all__ = ["Message", "build_properties", "build_properties_and_map"]
 
 
 @dataclass(slots=True)
@@ -65,10 +65,19 @@ def parse_host(host: tuple[str, int] | str) -> tuple[str, int]:
 
 def build_properties(msg: Message, uniq_key: str, *, cluster: str, rocketmq_version: str) -> bytes:
     """The properties bytes a real producer + broker of ``rocketmq_version`` would store."""
+    return build_properties_and_map(msg, uniq_key, cluster=cluster, rocketmq_version=rocketmq_version)[0]
+
+
+def build_properties_and_map(
+    msg: Message, uniq_key: str, *, cluster: str, rocketmq_version: str
+) -> tuple[bytes, dict[str, str] | None]:
+    """:func:`build_properties` plus the map a reader parses back from the bytes, or None when
+    only parsing can tell (see ``codec.properties.encode_broker_properties_and_map``)."""
     props: dict[str, str] = {}
-    keys = msg.keys_string
-    if keys:
-        props[flags.PROPERTY_KEYS] = keys
+    keys = msg.keys
+    keys_string = keys if isinstance(keys, str) or not keys else flags.KEY_SEPARATOR.join([k for k in keys if k])
+    if keys_string:
+        props[flags.PROPERTY_KEYS] = keys_string
     if msg.tags:
         props[flags.PROPERTY_TAGS] = msg.tags
     if msg.delay_time_level > 0:
@@ -76,5 +85,6 @@ def build_properties(msg: Message, uniq_key: str, *, cluster: str, rocketmq_vers
     props[flags.PROPERTY_WAIT_STORE_MSG_OK] = "true" if msg.wait_store_msg_ok else "false"
     if msg.properties:
         props.update(msg.properties)
-    props.setdefault(flags.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, uniq_key)
-    return encode_broker_properties(props, rocketmq_version, cluster)
+    if flags.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:
+        props[flags.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq_key
+    return encode_broker_properties_and_map(props, rocketmq_version, cluster)

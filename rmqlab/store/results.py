@@ -24,6 +24,7 @@ __all__ = [
     "PutMessageResult",
     "PutMessageStatus",
     "QueryMessageResult",
+    "SharedSelection",
     "StoredMessage",
 ]
 
@@ -125,7 +126,7 @@ class StoredMessage:
 
     __slots__ = ("_record", "_selection", "buffer", "commit_log_offset", "size")
 
-    def __init__(self, selection: SelectMappedBufferResult | None, buffer: memoryview,
+    def __init__(self, selection: SelectMappedBufferResult | SharedSelection | None, buffer: memoryview,
                  commit_log_offset: int, size: int) -> None:
         self._selection = selection
         self.buffer = buffer
@@ -145,12 +146,44 @@ class StoredMessage:
         return getattr(self.decode(), name)
 
     def release(self) -> None:
-        if self._selection is not None:
-            self._selection.release()
+        sel = self._selection
+        if sel is not None:
             self._selection = None
+            try:
+                self.buffer.release()
+            except BufferError:
+                pass  # exported (e.g. to numpy): stays valid for that holder
+            sel.release()
 
     def __repr__(self) -> str:
         return f"StoredMessage(commit_log_offset={self.commit_log_offset}, size={self.size})"
+
+
+class SharedSelection:
+    """One ``SelectMappedBufferResult`` (one file reference) shared by the messages a
+    ``get_message`` call found in the same CommitLog file: each message holds a slice of its
+    buffer and one count; the file reference goes when the last count is released.
+
+    Saves a lock round trip, a result object and a ``release`` per message on the pull path.
+    Counts are plain ints: release the messages of one result from one thread at a time.
+    """
+
+    __slots__ = ("_refs", "_selection", "buffer", "end", "start")
+
+    def __init__(self, selection: SelectMappedBufferResult) -> None:
+        self._selection = selection
+        self.buffer = selection.buffer
+        self.start = selection.start_offset
+        self.end = selection.start_offset + selection.size
+        self._refs = 1  # the creator's; dropped with release() when it stops adding messages
+
+    def acquire(self) -> None:
+        self._refs += 1
+
+    def release(self) -> None:
+        self._refs -= 1
+        if self._refs == 0:
+            self._selection.release()
 
 
 @dataclass

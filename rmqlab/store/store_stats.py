@@ -53,10 +53,14 @@ class StoreStatsService:
         return 1000.0
 
     def record_put(self, ok: bool, size: int, count: int, started_ns: int) -> None:
-        elapsed_ms = (time.perf_counter_ns() - started_ns) / 1e6
-        i = 0
-        while i < len(_BUCKETS_MS) and elapsed_ms > _BUCKETS_MS[i]:
-            i += 1
+        elapsed_ns = time.perf_counter_ns() - started_ns
+        elapsed_ms = elapsed_ns / 1e6
+        if 0 < elapsed_ns <= 10_000_000:  # nearly every put: the (0, 10 ms] bucket, no search
+            i = 1
+        else:
+            i = 0
+            while i < len(_BUCKETS_MS) and elapsed_ms > _BUCKETS_MS[i]:
+                i += 1
         with self._lock:
             if ok:
                 self.put_times += count

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rmqlab.codec.java_hash import java_hash, tags_code
+from rmqlab.codec.java_hash import java_hash, java_hash_extend, tags_code
 
 
 def _reference(s: str) -> int:
@@ -53,3 +53,21 @@ def test_surrogate_pairs_hash_as_two_units() -> None:
 @given(st.text(max_size=64))
 def test_matches_reference(s: str) -> None:
     assert java_hash(s) == _reference(s)
+
+
+@given(st.text(max_size=80), st.text(max_size=80))
+def test_extend_equals_hash_of_concatenation(prefix: str, suffix: str) -> None:
+    assert java_hash_extend(java_hash(prefix), suffix) == _reference(prefix + suffix)
+    assert java_hash_extend(java_hash(prefix) & 0xFFFFFFFF, suffix) == _reference(prefix + suffix)
+
+
+@pytest.mark.parametrize("n", [255, 256, 257, 300, 1000])
+def test_long_strings_take_the_loop_and_agree(n: int) -> None:
+    s = "".join(chr(0x20 + (i * 7) % 90) for i in range(n)) + "标"
+    assert java_hash(s) == _reference(s)
+    assert java_hash_extend(java_hash("Topic#"), s) == _reference("Topic#" + s)
+
+
+def test_extend_uniq_key_suffix() -> None:
+    key = "TopicTest#7F00000100002A9F0000000000000001"
+    assert java_hash_extend(java_hash(key[:-12]), key[-12:]) == java_hash(key) == _reference(key)

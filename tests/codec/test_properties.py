@@ -11,6 +11,7 @@ from rmqlab.codec.properties import (
     crc32_property,
     decode_properties,
     encode_broker_properties,
+    encode_broker_properties_and_map,
     encode_properties,
     java_hashmap_capacity,
     java_hashmap_order,
@@ -137,3 +138,30 @@ def test_hashmap_order_is_a_stable_fixpoint(keys: list[str]) -> None:
 def test_crc32_property_golden_9() -> None:
     assert crc32_property(1774740973).hex() == "5f5f435243333223013337393034373437373102"
     assert crc32_property(42) == b"__CRC32#\x012400000000\x02"
+
+
+_any_text = st.text(alphabet="ab\x01\x02é", max_size=6)
+
+
+@given(
+    st.dictionaries(_any_text, _any_text, max_size=6),
+    st.sampled_from(["4.9.8", "5.3.3"]),
+    st.one_of(st.none(), _any_text),
+)
+def test_encode_and_map_agree_with_the_slow_pipeline_and_the_parser(
+    props: dict[str, str], version: str, cluster: str | None
+) -> None:
+    data, parsed = encode_broker_properties_and_map(props, version, cluster, uniq_key="U1")
+    ordered = broker_properties(props, version, cluster, uniq_key="U1")
+    assert data == encode_properties(ordered, trailing_separator=trailing_separator_for(version))
+    if parsed is not None:  # when offered, the map is exactly what a reader parses back
+        assert parsed == decode_properties(data)
+        assert list(parsed) == list(decode_properties(data))
+
+
+def test_encode_and_map_offers_the_map_for_ordinary_properties() -> None:
+    props = {"KEYS": "k1 k2", "TAGS": "TagA", "WAIT": "true", "UNIQ_KEY": "ABC"}
+    data, parsed = encode_broker_properties_and_map(props, "4.9.8", "DefaultCluster")
+    assert parsed is not None
+    assert parsed == decode_properties(data)
+    assert "WAIT" not in parsed

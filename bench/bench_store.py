@@ -1,0 +1,259 @@
+"""MessageStore hot paths vs baselines measured in the same run.
+
+    python bench/bench_store.py [--n 100000] [--quick] [--dir /tmp] [--batch 32]
+
+Rows (targets from the speed issue; every figure also printed as a ratio to its baseline):
+
+* baseline append      the same encoded 1 KiB records copied into a bare ``memoryview(mmap)``
+                       of a fresh sparse file (what any writer must pay at least)
+* put_message          1 KiB body + tag + key, ASYNC_FLUSH, threaded store (reput, flush,
+                       stats threads running); rate of the put loop, and of put + dispatch
+                       drained ("end-to-end")
+* put_messages         the same messages in batches of ``--batch``
+* get_message          32 messages of 1 KiB per call, zero-copy, lazy (never decoded)
+* get + decode         the same calls, every returned message decoded
+* query_message        by key, chain of 1 (unique key) and of 4 (key shared by 4 messages),
+                       exact-key filtering included (median of single calls)
+* offset by time       ``get_offset_in_queue_by_time`` (median)
+* CQ numpy view        ``ConsumeQueue.units()`` and all three columns converted to native ints
+
+Nothing here asserts; it prints. Take the best of a few runs on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import mmap
+import os
+import random
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from rmqlab import MessageStore, MessageStoreConfig
+from rmqlab.store.message import Message
+
+TOPIC = "BenchTopic"
+BODY = bytes(range(256)) * 4  # 1 KiB
+
+
+def _messages(n: int, start: int = 0) -> list[Message]:
+    # Each message carries a unique key and a key shared with 3 neighbours (chain of 4).
+    return [
+        Message(TOPIC, BODY, tags="TagA", keys=[f"key{i}", f"grp{i // 4}"], born_host=("10.0.0.7", 4242))
+        for i in range(start, start + n)
+    ]
+
+
+def _config(root: str) -> MessageStoreConfig:
+    return MessageStoreConfig(store_path_root_dir=root)
+
+
+def _fresh(workdir: str, name: str) -> str:
+    path = os.path.join(workdir, name)
+    shutil.rmtree(path, ignore_errors=True)
+    return path
+
+
+def bench_baseline(workdir: str, records: list[bytes]) -> float:
+    """Records/s copying ``records`` into a bare mmap of a fresh sparse file (cold pages)."""
+    path = os.path.join(workdir, "baseline")
+    size = sum(len(r) for r in records) + 4096
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.ftruncate(fd, size)
+    mm = mmap.mmap(fd, size)
+    os.close(fd)
+    mv = memoryview(mm)
+    t0 = time.perf_counter()
+    pos = 0
+    for r in records:
+        n = len(r)
+        mv[pos : pos + n] = r
+        pos += n
+    dt = time.perf_counter() - t0
+    mv.release()
+    mm.close()
+    os.unlink(path)
+    return len(records) / dt
+
+
+def _encoded_records(store: MessageStore, n: int) -> list[bytes]:
+    """n records of exactly the size the store writes (encoded by the store's own codec)."""
+    cl = store.commit_log
+    msg = _messages(1)[0]
+    data = bytes(cl.encode_record(msg, store.clock.now_ms()).data)  # type: ignore[union-attr]
+    return [data] * n
+
+
+def bench_put(
+    workdir: str, n: int, threaded: bool = True
+) -> tuple[MessageStore, tuple[float, float], tuple[float, float], float]:
+    """(store, put msgs/s, end-to-end msgs/s incl. dispatch drained, record size); each rate as
+    (wall, process CPU) — the CPU rate counts every thread's work, dispatch included."""
+    store = MessageStore.open(_fresh(workdir, "put"), _config(""), threaded=threaded)
+    msgs = _messages(n)
+    put = store.put_message
+    c0 = time.process_time()
+    t0 = time.perf_counter()
+    for m in msgs:
+        put(m)
+    t1 = time.perf_counter()
+    c1 = time.process_time()
+    store.wait_dispatched(120)
+    t2 = time.perf_counter()
+    c2 = time.process_time()
+    size = store.commit_log.get_max_offset() / n
+    return store, (n / (t1 - t0), n / (c1 - c0)), (n / (t2 - t0), n / (c2 - c0)), size
+
+
+def bench_put_batch(workdir: str, n: int, batch: int) -> tuple[tuple[float, float], tuple[float, float]]:
+    store = MessageStore.open(_fresh(workdir, "batch"), _config(""), threaded=True)
+    msgs = _messages(n)
+    batches = [msgs[i : i + batch] for i in range(0, n, batch)]
+    put = store.put_messages
+    c0 = time.process_time()
+    t0 = time.perf_counter()
+    for b in batches:
+        put(b)
+    t1 = time.perf_counter()
+    c1 = time.process_time()
+    store.wait_dispatched(120)
+    t2 = time.perf_counter()
+    c2 = time.process_time()
+    store.shutdown()
+    return (n / (t1 - t0), n / (c1 - c0)), (n / (t2 - t0), n / (c2 - c0))
+
+
+def bench_get(store: MessageStore, n: int, calls: int, decode: bool) -> tuple[float, float, float, float]:
+    """(calls/s, messages/s) of get_message(32) at random offsets: wall, then thread CPU."""
+    rnd = random.Random(1)
+    offsets = [rnd.randrange(0, max(1, n - 32)) for _ in range(calls)]
+    get = store.get_message
+    got = 0
+    c0 = time.thread_time()
+    t0 = time.perf_counter()
+    for off in offsets:
+        r = get("g", TOPIC, 0, off, 32)
+        msgs = r.messages
+        if decode:
+            for m in msgs:
+                m.decode()
+        got += len(msgs)
+        r.release()
+    dt = time.perf_counter() - t0
+    ct = time.thread_time() - c0
+    return calls / dt, got / dt, calls / ct, got / ct
+
+
+def _median_us(fn: Callable[[int], object], args: list[int]) -> tuple[float, float]:
+    """(wall median, thread-CPU median) in us: on a busy machine the CPU figure is the stable one."""
+    wall, cpu = [], []
+    pc, tc = time.perf_counter_ns, time.thread_time_ns
+    for a in args:
+        t0, c0 = pc(), tc()
+        fn(a)
+        cpu.append(tc() - c0)
+        wall.append(pc() - t0)
+    return statistics.median(wall) / 1000.0, statistics.median(cpu) / 1000.0
+
+
+def bench_query(store: MessageStore, n: int, calls: int) -> tuple[tuple[float, float], tuple[float, float], int]:
+    rnd = random.Random(2)
+    idx = [rnd.randrange(n) for _ in range(calls)]
+    found = len(store.query_message(TOPIC, f"grp{idx[0] // 4}").messages)
+
+    def unique(i: int) -> object:
+        return store.query_message(TOPIC, f"key{i}")
+
+    def shared(i: int) -> object:
+        return store.query_message(TOPIC, f"grp{i // 4}")
+
+    return _median_us(unique, idx), _median_us(shared, idx), found
+
+
+def bench_by_time(store: MessageStore, n: int, calls: int) -> tuple[float, float]:
+    first = store.get_message_store_timestamp(TOPIC, 0, 0)
+    last = store.get_message_store_timestamp(TOPIC, 0, n - 1)
+    rnd = random.Random(3)
+    stamps = [rnd.randint(first, last) for _ in range(calls)]
+    return _median_us(lambda ts: store.get_offset_in_queue_by_time(TOPIC, 0, ts), stamps)
+
+
+def bench_cq_view(store: MessageStore, repeat: int) -> tuple[float, float]:
+    """(entries/s of units() view alone, entries/s with all columns converted to native)."""
+    cq = store.consume_queue_store.find_consume_queue(TOPIC, 0, create=False)
+    assert cq is not None
+    n = len(cq.units())
+    t0 = time.perf_counter()
+    for _ in range(repeat):
+        cq.units()
+    t_view = (time.perf_counter() - t0) / repeat
+    t0 = time.perf_counter()
+    total = 0
+    for _ in range(repeat):
+        u = cq.units()
+        total += int(u["commit_log_offset"].astype(np.int64).sum())
+        total += int(u["size"].astype(np.int32).sum())
+        total += int(u["tags_code"].astype(np.int64).sum())
+    t_read = (time.perf_counter() - t0) / repeat
+    return n / t_view, n / t_read
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=100_000, help="messages to put (default 100000)")
+    ap.add_argument("--batch", type=int, default=32, help="put_messages batch size")
+    ap.add_argument("--quick", action="store_true", help="n=20000 and fewer read calls")
+    ap.add_argument("--dir", default=None, help="work directory (default: a temp dir)")
+    args = ap.parse_args()
+    n = 20_000 if args.quick else args.n
+    calls = 2_000 if args.quick else 10_000
+    workdir = tempfile.mkdtemp(prefix="rmqlab-bench-", dir=args.dir)
+    try:
+        store, put_rate, e2e_rate, rec_size = bench_put(workdir, n, threaded=True)
+        records = _encoded_records(store, n)
+        base = bench_baseline(workdir, records)
+        get_calls, _, get_calls_cpu, _ = bench_get(store, n, calls, decode=False)
+        _, dec_msgs, _, dec_msgs_cpu = bench_get(store, n, calls, decode=True)
+        q1, q4, found4 = bench_query(store, n, calls)
+        by_time = bench_by_time(store, n, calls)
+        cq_view, cq_read = bench_cq_view(store, 20)
+        store.shutdown()
+        step_store, step_rate, step_e2e, _ = bench_put(workdir, n, threaded=False)
+        step_store.shutdown()
+        batch_rate, batch_e2e = bench_put_batch(workdir, n, args.batch)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    print(f"n={n} messages, record {rec_size:.0f} B (1 KiB body, tag, 2 keys), batch={args.batch}")
+    print("wall: elapsed time; cpu: CPU time (process for puts, all threads; thread for reads)")
+    print(f"{'figure':<34} {'wall':>12} {'cpu':>12} {'unit':<10} {'target':<14} ratio (wall)")
+    print("-" * 104)
+
+    def row(name: str, value: tuple[float, float] | float, unit: str, target: str, ratio: str = "") -> None:
+        wall, cpu = value if isinstance(value, tuple) else (value, float("nan"))
+        print(f"{name:<34} {wall:>12,.1f} {cpu:>12,.1f} {unit:<10} {target:<14} {ratio}")
+
+    row("baseline bare-mmap append", base, "rec/s", "", "1.00 x baseline")
+    row("put_message (threaded, async)", put_rate, "msg/s", ">=100k, 0.3x", f"{put_rate[0] / base:.3f} x baseline")
+    row("  end-to-end incl. dispatch", e2e_rate, "msg/s", "", f"{e2e_rate[0] / base:.3f} x baseline")
+    row("put_message (stepped, no threads)", step_rate, "msg/s", "", f"{step_rate[0] / base:.3f} x baseline")
+    row("  stepped incl. dispatch", step_e2e, "msg/s", "", f"{step_e2e[0] / base:.3f} x baseline")
+    row(f"put_messages (batch {args.batch})", batch_rate, "msg/s", ">= 3x single",
+        f"{batch_rate[0] / put_rate[0]:.2f} x single (cpu {batch_rate[1] / put_rate[1]:.2f})")
+    row("  end-to-end incl. dispatch", batch_e2e, "msg/s", "", f"{batch_e2e[0] / e2e_rate[0]:.2f} x single e2e")
+    row("get_message(32), lazy", (get_calls, get_calls_cpu), "calls/s", ">= 20k")
+    row("get_message(32) + decode all", (dec_msgs, dec_msgs_cpu), "msg/s", ">= 300k")
+    row("query_message, chain 1", q1, "us median", "<= 50 us")
+    row(f"query_message, chain 4 ({found4} hits)", q4, "us median", "<= 50 us")
+    row("get_offset_in_queue_by_time", by_time, "us median", "<= 30 us")
+    row("CQ units() view", cq_view / 1e6, "M units/s", "")
+    row("CQ units() + 3 columns to native", cq_read / 1e6, "M units/s", ">= 50 M")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,241 @@
+"""The notebooks in a real browser: JupyterLab + headless Debian Chromium driven by Playwright.
+
+What a person sees after "Run All": plotly figures drawn, the pointer markers of the mapped-file
+view in the legend, a click on a CommitLog record decoding it in the panel below, and the cleanup
+plan changing when the disk-ratio slider is moved. Screenshots go to ``tests/browser/artifacts/``
+(git-ignored).
+
+JupyterLab serves a temporary copy of ``notebooks/`` and ``data/`` (so relative paths such as
+``../data/clean-small`` work and the repository is not touched), with an empty token, its own
+settings (news and update checks off) and workspaces.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+CHROMIUM = shutil.which("chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run"]
+RUN_TIMEOUT_MS = 120_000
+
+if CHROMIUM is None:
+    pytest.skip("Debian's chromium is not installed (apt-get install chromium); Playwright cannot download "
+                "browsers here", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("jupyterlab")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    root = tmp_path_factory.mktemp("lab")
+    shutil.copytree(REPO / "notebooks", root / "notebooks", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    shutil.copytree(REPO / "data", root / "data")
+    settings = root / ".settings"
+    notification = settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
+    notification.parent.mkdir(parents=True)
+    notification.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    port = _free_port()
+    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+           "--ServerApp.token=", "--ServerApp.password=", "--LabApp.expose_app_in_browser=True",
+           f"--ServerApp.root_dir={root}", f"--LabApp.user_settings_dir={settings}",
+           f"--LabApp.workspaces_dir={root / '.workspaces'}", "--ServerApp.open_browser=False"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(root / ".runtime"), "JUPYTER_CONFIG_DIR": str(root / ".config")}
+    log = open(root / "lab.log", "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=root)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"JupyterLab exited ({proc.returncode}):\n{(root / 'lab.log').read_text()[-3000:]}")
+            with contextlib.suppress(OSError), urllib.request.urlopen(f"{base}/api/status", timeout=2) as r:
+                if r.status == 200:
+                    break
+            if time.monotonic() > deadline:
+                pytest.fail(f"JupyterLab did not start in 60 s:\n{(root / 'lab.log').read_text()[-3000:]}")
+            time.sleep(0.25)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    p = context.new_page()
+    try:
+        yield p
+    finally:
+        context.close()
+
+
+def shot(page: Any, name: str) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=False)
+    return path
+
+
+_FIND = """(name) => {
+  const app = window.jupyterapp;
+  if (!app) return null;
+  return Array.from(app.shell.widgets('main')).find(w => w.context && w.context.path.endsWith(name)) || null;
+}"""
+
+_KERNEL_IDLE = """(name) => {
+  const w = (FIND)(name);
+  const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
+  return !!(k && k.status === 'idle' && w.content && w.content.widgets.length > 0);
+}""".replace("FIND", _FIND)
+
+_RUN_ALL = """async (name) => {
+  const app = window.jupyterapp;
+  const w = (FIND)(name);
+  app.shell.activateById(w.id);
+  await app.commands.execute('notebook:run-all-cells');
+}""".replace("FIND", _FIND)
+
+_ALL_RAN = """(name) => {
+  const w = (FIND)(name);
+  const k = w && w.sessionContext.session && w.sessionContext.session.kernel;
+  if (!k || k.status !== 'idle') return false;
+  return w.content.widgets.every(c => c.model.type !== 'code' || c.model.executionCount !== null);
+}""".replace("FIND", _FIND)
+
+_ERRORS = """() => Array.from(document.querySelectorAll(
+    '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'))
+  .map(e => e.innerText).filter(t => t.includes('Error') || t.includes('Traceback'))"""
+
+
+def open_and_run(page: Any, base: str, notebook: str) -> None:
+    """Open ``notebooks/<notebook>`` in a fresh workspace, wait for its kernel, run every cell and
+    wait until each code cell has an execution count and the kernel is idle again."""
+    workspace = Path(notebook).stem.replace("_", "-")
+    page.goto(f"{base}/lab/workspaces/{workspace}/tree/notebooks/{notebook}?reset")
+    try:
+        page.wait_for_function(_KERNEL_IDLE, arg=notebook, timeout=60_000, polling=250)
+        page.evaluate(_RUN_ALL, notebook)
+        page.wait_for_function(_ALL_RAN, arg=notebook, timeout=RUN_TIMEOUT_MS, polling=250)
+        page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
+    except Exception:
+        shot(page, f"{workspace}-FAILED")
+        raise
+    errors = page.evaluate(_ERRORS)
+    assert errors == [], errors
+
+
+def output_with_plot(page: Any, index: int = 0) -> Any:
+    """The ``index``-th cell output area holding a plotly figure."""
+    return page.locator(".jp-OutputArea-output", has=page.locator(".js-plotly-plot")).nth(index)
+
+
+def test_mapped_files_show_pointer_markers(lab: str, page: Any) -> None:
+    open_and_run(page, lab, "01_mapped_files_and_pointers.ipynb")
+    plots = page.locator(".js-plotly-plot")
+    assert plots.count() >= 2  # commit log files and a consume queue
+    out = output_with_plot(page, 0)
+    out.scroll_into_view_if_needed()
+    out.locator(".legendtext").nth(2).wait_for(state="attached", timeout=20_000)
+    legend = out.locator(".legendtext").all_text_contents()  # SVG: no innerText
+    assert {"wrote", "committed", "flushed"} <= set(legend), legend
+    # one marker per file on each pointer row; four CommitLog files after the notebook ran
+    assert out.locator(".scatterlayer .trace .point").count() >= 3 * 4
+    title = out.locator(".gtitle").first.text_content() or ""
+    assert "commitlog" in title, title
+    assert "(live)" in title, title
+    shot(page, "01_mapped_files")
+
+
+def test_click_on_commit_log_record_decodes_it(lab: str, page: Any) -> None:
+    open_and_run(page, lab, "02_commitlog_record_and_write_path.ipynb")
+    out = output_with_plot(page, 0)
+    out.scroll_into_view_if_needed()
+    detail = out.locator(".widget-html-content").last
+    # the notebook's last select() showed a blank record; a click on a message must replace it
+    page.wait_for_function("(el) => el.innerText.includes('blank end-of-file record')",
+                           arg=detail.element_handle(), timeout=20_000)
+    bars = out.locator(".barlayer .trace .point path")
+    bars.nth(10).wait_for(state="visible", timeout=20_000)  # the figure's data arrives over the widget comm
+    target = bars.nth(3)
+    box = target.bounding_box()
+    assert box is not None
+    assert box["width"] > 0
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.wait_for_function("(el) => el.innerText.includes('BODYCRC')", arg=detail.element_handle(),
+                           timeout=20_000)
+    text = detail.inner_text()
+    for field in ("MAGICCODE", "BODYCRC", "QUEUEOFFSET", "PHYSICALOFFSET", "TOPIC", "PROPERTIES"):
+        assert field in text, field
+    assert "0xDAA320A7" in text
+    shot(page, "02_commitlog_click")
+
+
+def test_disk_slider_changes_cleanup_decision(lab: str, page: Any) -> None:
+    open_and_run(page, lab, "07_expired_file_cleanup.ipynb")
+    view = page.locator(".jp-OutputArea-output", has=page.locator(".widget-slider", has_text="disk ratio")).first
+    view.scroll_into_view_if_needed()
+    table = view.locator(".widget-html-content", has=page.locator("table.rmq-cleanup"))
+    page.wait_for_function("(el) => el.innerText.includes('no cleanup')", arg=table.element_handle(),
+                           timeout=20_000)
+    decisions = table.locator("tr td:nth-child(4)")  # file, age, rule, decision, why, reason
+    assert set(decisions.all_inner_texts()) == {"keep"}
+    shot(page, "07_cleanup_before")
+    slider = view.locator(".widget-slider", has_text="disk ratio")
+    readout = slider.locator(".widget-readout")
+    assert readout.inner_text().strip() in ("0.50", "0.5")
+    readout.click()
+    page.keyboard.press("Control+A")
+    page.keyboard.type("0.86")
+    page.keyboard.press("Enter")
+    page.wait_for_function("(el) => el.innerText.includes('forced')", arg=table.element_handle(), timeout=20_000)
+    text = table.inner_text()
+    assert "space_full" in text, text[:500]
+    after = decisions.all_inner_texts()
+    assert after.count("delete") >= 1, after
+    assert after[-1] == "keep", after  # the newest file always stays
+    assert readout.inner_text().strip() == "0.86"
+    # the gauge follows the slider too
+    assert "86" in (view.locator(".js-plotly-plot").last.text_content() or "")
+    shot(page, "07_cleanup_disk_86")

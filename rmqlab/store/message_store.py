@@ -330,6 +330,25 @@ class MessageStore:
                 self.transient_store_pool.destroy()
             self._release()
 
+    def abandon(self) -> None:
+        """Drop the store as a killed process would: stop the service threads, flush nothing,
+        truncate nothing, leave ``abort`` and the checkpoint as they are on disk, release the lock.
+
+        Every byte already written to a mapping stays (the page cache survives a process kill),
+        so reopening runs abnormal recovery over exactly what a SIGKILL leaves. The object must
+        not be used afterwards (``shutdown()`` becomes a no-op). Crash models build on this.
+        """
+        if self.is_shutdown:
+            return
+        self.is_shutdown = True
+        self.commit_log.writeable = False
+        self.commit_log.not_writeable_reason = "store was abandoned (simulated crash)"
+        try:
+            self.runner.shutdown()
+            self.allocate_service.shutdown()
+        finally:
+            self._release()
+
     def _release(self) -> None:
         self._lock.release()
 

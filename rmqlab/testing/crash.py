@@ -75,6 +75,7 @@ __all__ = [
     "reopen_and_check",
     "run_writer_and_kill",
     "simulate_power_loss",
+    "simulate_process_kill",
     "writer_config",
 ]
 
@@ -347,6 +348,14 @@ def _mapped_files(store: MessageStore) -> Iterator[tuple[str, list[Any]]]:
         yield f"{topic}/{qid}", list(cq.mapped_file_queue.mapped_files)
 
 
+def simulate_process_kill(store: MessageStore) -> str:
+    """In-process stand-in for SIGKILL: ``store.abandon()`` (services stopped, nothing flushed,
+    ``abort`` left, every written byte kept, lock released). For a real kill of a real process
+    use :func:`run_writer_and_kill`."""
+    store.abandon()
+    return "process killed: services stopped, nothing flushed, abort left, page cache kept"
+
+
 def simulate_power_loss(store: MessageStore, recorder: IndexFlushRecorder | None = None) -> PowerLossReport:
     """Abandon ``store`` (no shutdown: it must not be used again) and rewrite its files to the
     worst case a power loss allows (see the module docstring). Releases the store's lock."""
@@ -363,6 +372,7 @@ def simulate_power_loss(store: MessageStore, recorder: IndexFlushRecorder | None
                 keep_any = True
                 plan.append((mf.file_name, pos))
     index_files = [f.file_name for f in store.index_service.index_files]
+    store.abandon()  # services stop first, so nothing writes while the files are rewritten
     # Close every mapping first, so our writes cannot be overwritten by the abandoned store.
     for _, files in _mapped_files(store):
         for mf in files:
@@ -373,7 +383,6 @@ def simulate_power_loss(store: MessageStore, recorder: IndexFlushRecorder | None
             f.mapped_file.close()
     with contextlib.suppress(Exception):
         store.checkpoint._mm.close()  # type: ignore[union-attr]
-    store._release()
     from rmqlab.testing.damage import zero_range
 
     # Files on disk but not (yet) in the queue: the allocate service's preallocated next files.

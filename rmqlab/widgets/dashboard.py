@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Callable
 from typing import Any
@@ -282,25 +281,5 @@ def _default_crash(store: Any, mode: str, recorder: Any = None) -> Any:
     from rmqlab.testing import crash as crash_mod
 
     if mode == "power_loss":
-        report = crash_mod.simulate_power_loss(store, recorder)
-        store.is_shutdown = True  # abandoned: its mappings are closed, a later shutdown() must be a no-op
-        return report
-    kill = getattr(crash_mod, "simulate_process_kill", None)
-    if kill is not None:
-        return kill(store)
-    return _abandon(store)
-
-
-def _abandon(store: Any) -> str:
-    """Stand-in for a process kill while ``rmqlab.testing.crash`` has no in-process helper: stop the
-    service threads and drop the store without shutdown. Nothing is flushed, truncated or
-    removed: every byte written to a mapping stays (a killed process's page cache survives), the
-    checkpoint keeps its last flushed values and ``abort`` stays, so reopening runs abnormal
-    recovery. The store object must not be used again."""
-    with contextlib.suppress(Exception):
-        store.runner.shutdown()
-    with contextlib.suppress(Exception):
-        store.allocate_service.shutdown()
-    store.is_shutdown = True
-    store._release()  # the lock dies with a killed process
-    return "process killed (in-process stand-in: services stopped, nothing flushed, abort left)"
+        return crash_mod.simulate_power_loss(store, recorder)
+    return crash_mod.simulate_process_kill(store)

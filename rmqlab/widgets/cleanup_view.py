@@ -42,15 +42,19 @@ class CleanupView(View):
         self.timeline = go.FigureWidget()
         self.gauge = go.FigureWidget()
         self.hours_ahead = w.FloatSlider(value=self._hours0, min=0, max=self._max_hours, step=1,
-                                         description="hours ahead", continuous_update=False)
+                                         description="hours ahead", continuous_update=False,
+                                         style={"description_width": "initial"})
         self.simulate_disk = w.Checkbox(value=self._ratio0 is not None, description="simulate disk ratio")
         self.disk_slider = w.FloatSlider(value=self._ratio0 if self._ratio0 is not None else 0.5, min=0.0, max=1.0,
-                                         step=0.01, description="disk ratio", continuous_update=False)
+                                         step=0.01, description="disk ratio", continuous_update=False,
+                                         style={"description_width": "initial"})
         for control in (self.hours_ahead, self.simulate_disk, self.disk_slider):
             control.observe(lambda _c: self.refresh(), names="value")
         self.table = w.HTML()
-        self.widget = w.VBox([w.HBox([self.hours_ahead, self.simulate_disk, self.disk_slider]),
-                              w.HBox([self.timeline, self.gauge]), self.table])
+        # Stacked, not side by side: a timeline and a gauge in one row overflow a notebook's width.
+        self.widget = w.VBox([w.HBox([self.hours_ahead, self.simulate_disk, self.disk_slider],
+                                     layout=w.Layout(flex_flow="row wrap")),
+                              self.timeline, self.gauge, self.table])
 
     @property
     def disk_ratio(self) -> float | None:

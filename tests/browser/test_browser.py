@@ -239,3 +239,21 @@ def test_disk_slider_changes_cleanup_decision(lab: str, page: Any) -> None:
     # the gauge follows the slider too
     assert "86" in (view.locator(".js-plotly-plot").last.text_content() or "")
     shot(page, "07_cleanup_disk_86")
+
+
+def test_dashboard_controls_drive_the_store(lab: str, page: Any) -> None:
+    """Notebook 06's StoreDashboard: tabs with live figures, and its buttons move the engine.
+
+    The screenshot ``06_dashboard.png`` is the one the README shows (docs/dashboard.png).
+    """
+    open_and_run(page, lab, "06_crash_and_recovery.ipynb")
+    dashboard = page.locator(".jp-OutputArea-output", has=page.locator(".lm-TabBar, .widget-tab")).last
+    dashboard.scroll_into_view_if_needed()
+    expect = sync_api.expect
+    for label in ("put N", "flush", "crash", "recover"):
+        expect(dashboard.get_by_role("button", name=label, exact=False).first).to_be_visible(timeout=30_000)
+    before = dashboard.inner_text()
+    dashboard.get_by_role("button", name="put N", exact=False).first.click()
+    page.wait_for_function("(t) => document.body.innerText !== t", arg=before, timeout=30_000, polling=250)
+    expect(dashboard.locator(".js-plotly-plot").first).to_be_visible(timeout=30_000)
+    dashboard.screenshot(path=str(ARTIFACTS / "06_dashboard.png"))

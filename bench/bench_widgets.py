@@ -3,7 +3,7 @@
 The dashboard subscribes to the store's bus with a latching router (the first event after a
 redraw marks the views dirty and unsubscribes, so the engine stops building events until the
 next redraw) and redraws all six views at most 10 times a second on its own thread, holding the
-GIL at most ~10 % of the time. Run: ``.venv/bin/python bench/bench_widgets.py``.
+GIL at most ~5 % of the time. Run: ``.venv/bin/python bench/bench_widgets.py``.
 Prints messages/s for both and the ratios; no asserts. Two clocks: wall time (what a user
 feels; noisy on a shared machine) and process CPU time (all threads, the redraw thread
 included: the dashboard's whole cost, and robust to other processes competing for the CPU).

@@ -8,8 +8,8 @@ once with every flag collected meanwhile. 1000 events in a burst thus cost one r
 
 Two limits bound the cost of the picture: at most ``max_hz`` redraws a second, and a pause after
 each redraw of at least ``(1 - duty) / duty`` times its duration, so redrawing holds the GIL at
-most ``duty`` (default 10 %) of the time even when a figure is slow to build (the pause is capped
-at ``max_pause``, 2 s, so a cold first redraw does not leave the picture stale for long). A store writing as
+most ``duty`` (default 5 %) of the time even when a figure is slow to build (the pause is capped
+at ``max_pause``, 4 s, so a cold first redraw does not leave the picture stale for long). A store writing as
 fast as it can is therefore slowed by the callbacks (well under a microsecond each) plus at most
 ``duty``.
 
@@ -38,8 +38,8 @@ class Throttle:
         redraw: Callable[[frozenset[str]], Any],
         *,
         max_hz: float = 10.0,
-        duty: float = 0.1,
-        max_pause: float = 2.0,
+        duty: float = 0.05,
+        max_pause: float = 4.0,
         name: str = "rmqlab-widgets-redraw",
     ) -> None:
         if max_hz <= 0 or not 0 < duty <= 1:

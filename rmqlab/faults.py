@@ -29,7 +29,7 @@ import signal
 import threading
 from collections.abc import Callable
 
-__all__ = ["CRASH_POINTS", "ENV_VAR", "arm", "crash_point", "disarm", "hits"]
+__all__ = ["CRASH_POINTS", "ENV_VAR", "arm", "crash_point", "disarm", "hits", "is_armed"]
 
 ENV_VAR = "RMQLAB_CRASH_AT"
 
@@ -72,6 +72,11 @@ def crash_point(name: str) -> None:
     """Kill the process here if ``RMQLAB_CRASH_AT`` armed ``name`` and this is the N-th hit."""
     if name in _armed:
         _fire(name)
+
+
+def is_armed(name: str) -> bool:
+    """True if ``name`` is armed (code with a shortcut around a crash point checks this)."""
+    return name in _armed
 
 
 def _fire(name: str) -> None:

@@ -13,6 +13,7 @@ import ctypes.util
 import fcntl
 import mmap
 import os
+import sys
 import threading
 from typing import Any, Protocol
 
@@ -26,6 +27,7 @@ __all__ = [
     "address_of",
     "fsync_dir",
     "madvise_willneed",
+    "msync_range",
     "sparse_create",
     "system_disk_usage",
     "try_mlock",
@@ -85,6 +87,9 @@ def _load_libc() -> Any:
                     fn = getattr(_libc, name)
                     fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
                     fn.restype = ctypes.c_int
+                fn = _libc.msync
+                fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+                fn.restype = ctypes.c_int
             except (OSError, AttributeError):
                 _libc = False
         return _libc
@@ -128,6 +133,30 @@ def try_mlock(buf: Any, length: int) -> bool:
 def try_munlock(buf: Any, length: int) -> bool:
     """``munlock`` the first ``length`` bytes of ``buf``; False when it fails."""
     return _lock_call("munlock", buf, length)
+
+
+# MS_SYNC: 4 on Linux, 0x10 on the BSDs and macOS (Python's mmap module does not export it).
+_MS_SYNC = 4 if sys.platform.startswith("linux") else (0x10 if sys.platform == "darwin" else 0)
+
+
+def msync_range(mm: mmap.mmap, addr: int, offset: int, length: int) -> None:
+    """Force ``[offset, offset + length)`` of the shared mapping ``mm`` to disk (``MS_SYNC``).
+
+    ``offset`` must be a multiple of ``mmap.PAGESIZE``; ``addr`` is the mapping's address
+    (:func:`address_of`, 0 = unknown). The call goes through libc so the GIL is released while
+    the disk works (``mmap.flush`` holds it in CPython <= 3.12, which stalls every producer
+    thread during a sync flush); where libc is unavailable it falls back to ``mm.flush``.
+    Raises ``OSError`` like ``mmap.flush``.
+    """
+    if length <= 0:
+        return
+    libc = _load_libc() if addr and _MS_SYNC else None
+    if not libc:
+        mm.flush(offset, length)
+        return
+    if libc.msync(addr + offset, length, _MS_SYNC) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
 
 
 def madvise_willneed(mm: mmap.mmap) -> bool:

@@ -42,7 +42,7 @@ from rmqlab.clock import SystemClock
 from rmqlab.config import SYNC_FLUSH
 from rmqlab.errors import MappedFileError, ReadOnlyStore
 from rmqlab.events import EventBus, FileCreated, FileWarmed
-from rmqlab.files.fs import madvise_willneed, sparse_create, try_mlock
+from rmqlab.files.fs import address_of, madvise_willneed, msync_range, sparse_create, try_mlock
 
 if TYPE_CHECKING:
     from rmqlab.files.transient_store_pool import TransientStorePool
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 __all__ = ["OS_PAGE_SIZE", "AppendFn", "MappedFile", "SelectMappedBufferResult", "WarmResult"]
 
 OS_PAGE_SIZE = 4096
+_PAGE = mmap.PAGESIZE  # msync needs a page-aligned start
 
 #: ``fn(buf, pos, max_blank, file_from_offset) -> bytes written`` (:meth:`MappedFile.append_with`)
 AppendFn = Callable[[memoryview, int, int, int], int]
@@ -121,6 +122,7 @@ class MappedFile:
 
     __slots__ = (
         "__weakref__",
+        "_addr",
         "_available",
         "_bus",
         "_channel_written",
@@ -195,6 +197,8 @@ class MappedFile:
             self._mm, created = self._map_writable(transient_store_pool)
             self._limit = file_size
         self.mapped_length = len(self._mm) if self._mm is not None else 0
+        # the mapping's address, for msync without the GIL (0: use mmap.flush)
+        self._addr = address_of(self._mm) if self._mm is not None and not read_only else 0
         self.buffer = memoryview(self._mm) if self._mm is not None else memoryview(b"")
         self._target = self._write_buffer if self._write_buffer is not None else self.buffer
         start = self.mapped_length if read_only else 0
@@ -375,8 +379,12 @@ class MappedFile:
         """Force the file to disk if the page rule allows; returns ``flushed_position``.
 
         ``flushed_position`` becomes the read position captured *before* forcing. Forcing is
-        ``msync`` of the mapping, or ``fdatasync`` of the descriptor once TSP data was written
-        through it. A read-only file never forces anything.
+        ``msync`` of the dirty range only -- from ``flushed_position`` rounded down to a page to
+        that read position -- or ``fdatasync`` of the descriptor once TSP data was written
+        through it. Bytes below ``flushed_position`` were forced by an earlier flush, so the
+        guarantee is the one a whole-mapping ``msync`` gives, without the kernel walking
+        (and the journal committing for) a whole 1 GiB file each time. A read-only file never
+        forces anything.
         """
         if self.read_only:
             return self.flushed_position
@@ -384,13 +392,27 @@ class MappedFile:
             if self.hold():
                 value = self.read_position
                 try:
-                    self.force()
+                    self._force_range(self.flushed_position, value)
                 finally:
                     self.flushed_position = value
                     self.release()
             else:
                 self.flushed_position = self.read_position
         return self.flushed_position
+
+    def _force_range(self, start: int, end: int) -> None:
+        mm = self._mm
+        if mm is None:
+            return
+        if self._channel_written and self._fd is not None:
+            os.fdatasync(self._fd)
+            return
+        start -= start % _PAGE
+        try:
+            msync_range(mm, self._addr, start, end - start)
+        except OSError:
+            if self._mm is not None:
+                raise  # (a close() racing the flush unmapped the range: nothing left to force)
 
     def force(self) -> None:
         """Force every dirty page of this file to disk, whatever the pointers say (index files)."""
@@ -399,7 +421,7 @@ class MappedFile:
         if self._channel_written and self._fd is not None:
             os.fdatasync(self._fd)
         else:
-            self._mm.flush()
+            self._force_range(0, self.mapped_length)
 
     # ---------------------------------------------------------------------------------------
     # reading

@@ -184,18 +184,93 @@ def messages_frame(snap: StoreSnapshot, topic: str | None = None, start: int | N
     """One row per message in CommitLog order, from CommitLog offset ``start``.
 
     Damage ends the walk of a file: pass ``damage=[]`` to collect it instead of raising.
+    Built from :func:`rmqlab.codec.scan.scan_records` columns (the rows ``message_row`` gives).
     """
-    rows: list[dict[str, Any]] = []
+    from rmqlab.inspect.snapshot import SCAN_CHUNK, Damage
+
+    parts: list[dict[str, Any]] = []
+    taken = 0
+    need = [limit]  # what an unfiltered limited walk still needs (read by the scan between chunks)
     if limit is None or limit > 0:
-        for file, _off, rec in snap.iter_records(start=start, damage=damage):
-            if not isinstance(rec, MessageRecord):
-                continue
-            if (topic is not None and rec.topic != topic) or (queue_id is not None and rec.queue_id != queue_id):
-                continue
-            rows.append(message_row(rec, file))
-            if limit is not None and len(rows) >= limit:
+        for mf, cols in _limited_scan(snap, start, need, topic is not None or queue_id is not None, SCAN_CHUNK):
+            part = cols
+            if topic is not None or queue_id is not None:
+                mask = np.ones(cols.n, bool)
+                if topic is not None:
+                    mask &= np.fromiter((t == topic for t in cols.topic), bool, cols.n)
+                if queue_id is not None:
+                    mask &= cols.queue_id == queue_id
+                part = cols.take(mask)
+            if limit is not None and part.n > limit - taken:
+                part = part.take(slice(0, limit - taken))
+            if part.n:
+                parts.append(_message_columns(part, mf.name))
+                taken += part.n
+                need[0] = None if limit is None else limit - taken
+            if limit is not None and taken >= limit:
                 break
-    return pd.DataFrame(rows, columns=MESSAGE_COLUMNS)
+            if cols.error is not None:
+                if damage is None:
+                    raise cols.error
+                damage.append(Damage(mf.name, cols.error.offset, cols.error.reason, cols.error.detail))
+    if not parts:
+        return pd.DataFrame([], columns=MESSAGE_COLUMNS)
+    data = {c: _concat([p[c] for p in parts]) for c in MESSAGE_COLUMNS}
+    return pd.DataFrame(data, columns=MESSAGE_COLUMNS)
+
+
+def _limited_scan(snap: StoreSnapshot, start: int | None, need: list[int | None], filtered: bool,
+                  chunk: int) -> Any:
+    """``snap.scan`` whose chunk size shrinks to the rows an unfiltered limited walk still needs
+    (``need[0]``, updated by the caller)."""
+    if need[0] is None or filtered:
+        yield from snap.scan(start=start, chunk=chunk, with_properties=False, with_crc=True)
+        return
+    for mf in snap.commit_log_files:
+        base = mf.file_from_offset
+        if start is not None and base + mf.mapped_length <= start:
+            continue
+        pos = max(0, start - base) if start is not None else 0
+        start = None
+        while True:
+            want = max(1, min(chunk, need[0] or 1))
+            cols = snap.scan_file(mf, pos, chunk=want, with_properties=False, with_crc=True).__next__()
+            yield mf, cols
+            if not cols.more:
+                break
+            pos = cols.stop - base
+
+
+def _concat(values: list[Any]) -> Any:
+    if isinstance(values[0], np.ndarray):
+        return values[0] if len(values) == 1 else np.concatenate(values)
+    return values[0] if len(values) == 1 else [v for part in values for v in part]
+
+
+def _message_columns(c: Any, file: str) -> dict[str, Any]:
+    """``message_row`` for every row of a :class:`~rmqlab.codec.scan.RecordColumns` at once."""
+    return {
+        "commit_log_offset": c.commit_log_offset,
+        "store_size": c.store_size,
+        "topic": c.topic,
+        "queue_id": c.queue_id,
+        "queue_offset": c.queue_offset,
+        "tags": c.tags,
+        "tags_code": c.tags_code,
+        "keys": c.keys,
+        "uniq_key": c.uniq_key,
+        "msg_id": c.msg_ids(),
+        "flag": c.flag,
+        "sys_flag": c.sys_flag,
+        "born_timestamp": c.born_timestamp,
+        "store_timestamp": c.store_timestamp,
+        "born_host": c.born_hosts(),
+        "store_host": c.store_hosts(),
+        "body_length": c.body_length,
+        "body_crc": c.body_crc,
+        "crc_ok": c.crc_ok,
+        "file": [file] * c.n,
+    }
 
 
 # ---------------------------------------------------------------------------------------- consume queue
@@ -207,7 +282,8 @@ def consume_queue_frame(snap: StoreSnapshot, topic: str, queue_id: int, start: i
         from rmqlab.errors import ConfigError
 
         raise ConfigError(f"no consume queue {topic}/{queue_id} in {snap.path}")
-    cols: dict[str, list[np.ndarray]] = {c: [] for c in CQ_COLUMNS}
+    cols: dict[str, list[np.ndarray]] = {c: [] for c in CQ_COLUMNS if c != "file"}
+    files: list[tuple[str, int]] = []  # (relative file, rows): the file column is built once at the end
     taken = 0
     for mf in q.files:
         units = q.valid_units(mf)
@@ -216,23 +292,47 @@ def consume_queue_frame(snap: StoreSnapshot, topic: str, queue_id: int, start: i
         part = units[lo:]
         if limit is not None:
             part = part[: max(0, limit - taken)]
-        keep = part["size"] != 0x7FFFFFFF  # pre-blank units fill a queue's first file
-        pos = np.arange(lo, lo + len(part))[keep]
+        sizes = part["size"]
+        keep = sizes != 0x7FFFFFFF  # pre-blank units fill a queue's first file
+        if keep.all():
+            pos = np.arange(lo, lo + len(part), dtype=np.int64)
+            cols["commit_log_offset"].append(part["commit_log_offset"].astype(np.int64))
+            cols["size"].append(sizes.astype(np.int64))
+            cols["tags_code"].append(part["tags_code"].astype(np.int64))
+        else:
+            pos = np.arange(lo, lo + len(part), dtype=np.int64)[keep]
+            cols["commit_log_offset"].append(part["commit_log_offset"][keep].astype(np.int64))
+            cols["size"].append(sizes[keep].astype(np.int64))
+            cols["tags_code"].append(part["tags_code"][keep].astype(np.int64))
         cols["queue_offset"].append(first + pos)
-        cols["commit_log_offset"].append(part["commit_log_offset"][keep].astype(np.int64))
-        cols["size"].append(part["size"][keep].astype(np.int64))
-        cols["tags_code"].append(part["tags_code"][keep].astype(np.int64))
         cols["position"].append(pos * CQ_STORE_UNIT_SIZE)
-        cols["file"].append(np.full(len(pos), _rel(snap, mf.file_name), dtype=object))
-        taken += int(keep.sum())
+        files.append((_rel(snap, mf.file_name), len(pos)))
+        taken += len(pos)
         if len(units) * CQ_STORE_UNIT_SIZE < mf.file_size or (limit is not None and taken >= limit):
             break
-    data = {c: (np.concatenate(v) if v else np.empty(0, np.int64)) for c, v in cols.items()}
-    df = pd.DataFrame(data, columns=CQ_COLUMNS)
-    for c in CQ_COLUMNS:
-        if c != "file":
-            df[c] = df[c].astype(np.int64)
-    return df
+    data: dict[str, Any] = {c: (np.concatenate(v) if v else np.empty(0, np.int64)) for c, v in cols.items()}
+    data["file"] = _repeated_strings(files)
+    return pd.DataFrame(data, columns=CQ_COLUMNS)
+
+
+def _repeated_strings(runs: list[tuple[str, int]]) -> Any:
+    """A string column of ``count`` copies of each ``value`` (in order), without one Python object
+    per row: pandas' pyarrow-backed ``str`` array from a dictionary array when pandas uses one,
+    else a plain list."""
+    total = sum(n for _, n in runs)
+    if not total:
+        return np.empty(0, object) if runs else np.empty(0, np.int64)  # the dtypes the frame always had
+    try:
+        import pyarrow as pa
+
+        dtype = pd.Series(["x"]).dtype
+        if not isinstance(pd.Series(["x"]).array, pd.arrays.ArrowStringArray):
+            raise TypeError("pandas does not store str as arrow")
+        idx = np.repeat(np.arange(len(runs), dtype=np.int32), [n for _, n in runs])
+        arr = pa.DictionaryArray.from_arrays(pa.array(idx), pa.array([v for v, _ in runs], pa.large_string()))
+        return pd.arrays.ArrowStringArray(arr.cast(pa.large_string()), dtype=dtype)
+    except (ImportError, TypeError, AttributeError):
+        return [v for v, n in runs for _ in range(n)]
 
 
 # ---------------------------------------------------------------------------------------- index
@@ -349,21 +449,38 @@ def topics_frame(snap: StoreSnapshot) -> pd.DataFrame:
         end_phy = int(real["commit_log_offset"][-1]) + int(real["size"][-1]) if len(real) else -1
         cq[key] = (first, base + len(units), len(real), int(real["size"].astype(np.int64).sum()), end_phy)
     log: dict[tuple[str, int], list[int]] = {}
-    for _, _, rec in snap.iter_records(damage=[]):
-        if not isinstance(rec, MessageRecord):
+    for _mf, c in snap.scan(with_properties=False):
+        if not c.n:
             continue
-        k = (rec.topic, rec.queue_id)
-        s = log.get(k)
-        if s is None:
-            s = log[k] = [0, rec.queue_offset, rec.queue_offset, 0, 0]
-        s[0] += 1
-        s[1] = min(s[1], rec.queue_offset)
-        s[2] = max(s[2], rec.queue_offset)
-        s[3] += rec.store_size
-        tx = rec.transaction_type
-        if tx not in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE) and \
-                rec.queue_offset >= cq.get(k, (0, 0))[1]:
-            s[4] += 1
+        codes: dict[str, int] = {}
+        tcode = np.array([codes.setdefault(t, len(codes)) for t in c.topic], np.int64)
+        names = list(codes)
+        pair = (tcode << 32) | (c.queue_id & 0xFFFFFFFF)
+        uniq, first, inv = np.unique(pair, return_index=True, return_inverse=True)
+        inv = inv.ravel()
+        keys = [(names[int(c_ >> 32)], int(c.queue_id[f])) for c_, f in zip(uniq.tolist(), first.tolist(), strict=True)]
+        tx = c.sys_flag & 0xC
+        counted = (tx != TRANSACTION_PREPARED_TYPE) & (tx != TRANSACTION_ROLLBACK_TYPE)
+        cq_end = np.array([cq.get(k, (0, 0))[1] for k in keys], np.int64)
+        lag = counted & (c.queue_offset >= cq_end[inv])
+        g = len(uniq)
+        cnt = np.bincount(inv, minlength=g)
+        size = np.bincount(inv, weights=c.store_size, minlength=g)
+        lags = np.bincount(inv, weights=lag, minlength=g)
+        qmin = np.full(g, np.iinfo(np.int64).max)
+        qmax = np.full(g, np.iinfo(np.int64).min)
+        np.minimum.at(qmin, inv, c.queue_offset)
+        np.maximum.at(qmax, inv, c.queue_offset)
+        for i, k in enumerate(keys):
+            s = log.get(k)
+            if s is None:
+                log[k] = [int(cnt[i]), int(qmin[i]), int(qmax[i]), int(size[i]), int(lags[i])]
+            else:
+                s[0] += int(cnt[i])
+                s[1] = min(s[1], int(qmin[i]))
+                s[2] = max(s[2], int(qmax[i]))
+                s[3] += int(size[i])
+                s[4] += int(lags[i])
     rows = []
     for k in sorted(set(cq) | set(log)):
         lo, hi, n, b, end_phy = cq.get(k, (0, 0, 0, 0, -1))

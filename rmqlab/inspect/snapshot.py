@@ -37,6 +37,7 @@ from rmqlab.codec.consume_queue_unit import CQ_STORE_UNIT_SIZE, CQ_UNIT_DTYPE, u
 from rmqlab.codec.index_layout import index_file_size
 from rmqlab.codec.message import BlankRecord, MessageRecord, decode_message
 from rmqlab.codec.names import parse_offset_file_name
+from rmqlab.codec.scan import RecordColumns, scan_records
 from rmqlab.codec.walk import iter_records
 from rmqlab.errors import ConfigError, CorruptRecord, NotAStore
 from rmqlab.files.mapped_file import MappedFile
@@ -51,6 +52,8 @@ __all__ = ["INDEX_PRESETS", "Damage", "QueueFiles", "StoreSnapshot", "open_snaps
 _STORE_MARKERS = ("commitlog", "consumequeue", "index", "checkpoint")
 #: (hash_slot_num, index_num) presets recognised by index file size: RocketMQ's defaults, small.
 INDEX_PRESETS = ((5_000_000, 5_000_000 * 4), (64, 256))
+#: records per columnar scan chunk (bounds the memory of a walk over a 1 GiB file)
+SCAN_CHUNK = 1 << 17
 
 
 @dataclass(frozen=True)
@@ -261,6 +264,33 @@ class StoreSnapshot:
             if damage is None:
                 raise
             damage.append(Damage(mf.name, e.offset, e.reason, e.detail))
+
+    def scan(self, *, start: int | None = None, chunk: int | None = SCAN_CHUNK,
+             **kwargs: Any) -> Iterator[tuple[MappedFile, RecordColumns]]:
+        """The log as columns: ``(file, chunk)`` pairs in order, like :meth:`iter_records` (same
+        files, same start rule). The last chunk of each file says how its walk ended (``blank``,
+        ``error``); nothing is raised for damage. ``kwargs`` go to
+        :func:`~rmqlab.codec.scan.scan_records`."""
+        for mf in self.commit_log_files:
+            base = mf.file_from_offset
+            if start is not None and base + mf.mapped_length <= start:
+                continue
+            pos = max(0, start - base) if start is not None else 0
+            start = None
+            for cols in self.scan_file(mf, pos, chunk=chunk, **kwargs):
+                yield mf, cols
+
+    @staticmethod
+    def scan_file(mf: MappedFile, pos: int = 0, *, chunk: int | None = SCAN_CHUNK,
+                  **kwargs: Any) -> Iterator[RecordColumns]:
+        """One file's records from byte ``pos`` as chunks of at most ``chunk`` records."""
+        while True:
+            cols = scan_records(mf.buffer, pos, base_offset=mf.file_from_offset, file=mf.name,
+                                max_records=chunk, **kwargs)
+            yield cols
+            if not cols.more:
+                return
+            pos = cols.stop - mf.file_from_offset
 
     def iter_messages(self, topic: str | None = None, *, queue_id: int | None = None, start: int | None = None,
                       damage: list[Damage] | None = None) -> Iterator[MessageRecord]:

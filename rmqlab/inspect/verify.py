@@ -37,9 +37,8 @@ import numpy as np
 from rmqlab.codec.consume_queue_unit import CQ_STORE_UNIT_SIZE, MAX_ADDR
 from rmqlab.codec.flags import SCHEDULE_TOPIC, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
 from rmqlab.codec.index_layout import HASH_SLOT_SIZE, INDEX_HEADER_SIZE, INDEX_SIZE
-from rmqlab.codec.message import BlankRecord, MessageRecord
 from rmqlab.codec.names import parse_offset_file_name
-from rmqlab.inspect.frames import index_items, record_key_hashes
+from rmqlab.inspect.frames import index_items
 
 if TYPE_CHECKING:
     from rmqlab.files.mapped_file import MappedFile
@@ -231,73 +230,95 @@ def _check_files(what: str, directory: str, files: list[MappedFile], file_size: 
 
 def _walk_file(snap: StoreSnapshot, mf: MappedFile, queue_ids: dict[tuple[str, int], int], check_crc: bool,
                *, last: bool, out: list[Finding]) -> _FileRecords:
-    """Decode one file's records into columns; damage and record-level problems go to ``out``."""
-    from rmqlab.inspect.snapshot import Damage
+    """Scan one file's records into columns; damage and record-level problems go to ``out``.
 
+    Columnar (:func:`rmqlab.codec.scan.scan_records`): per-record findings are found with
+    vectorised comparisons and emitted in offset order (per record: physical offset, then CRC).
+    """
     rel = os.path.relpath(mf.file_name, snap.path)
     base = mf.file_from_offset
-    offs: list[int] = []
-    qkey: list[int] = []
-    qo: list[int] = []
-    size: list[int] = []
-    tags: list[int] = []
-    check: list[bool] = []
-    sched: list[bool] = []
-    pairs: list[int] = []
-    newest = 0
-    damage: list[Damage] = []
-    end = base
-    blank = False
     extra = len(queue_ids)
     unknown: dict[tuple[str, int], int] = {}
-    for _, off, rec in snap.iter_file_records(mf, 0, damage=damage):
-        if isinstance(rec, BlankRecord):
-            blank = True
-            end = off + rec.size
-            if off + rec.size != base + snap.commit_log_file_size:
-                out.append(Finding("error", "blank_not_at_file_end", rel, off,
-                                   f"blank record of {rec.size} bytes ends at {off + rec.size}, the file at "
-                                   f"{base + snap.commit_log_file_size}"))
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("offs", "qkey", "qo", "size", "tags", "check", "sched",
+                                                         "pairs")}
+    newest = 0
+    last_cols = None
+    for c in snap.scan_file(mf, 0, with_properties=False, with_crc=check_crc):
+        last_cols = c
+        if not c.n:
             continue
-        assert isinstance(rec, MessageRecord)
-        end = off + rec.store_size
-        if rec.commit_log_offset != off:
-            out.append(Finding("error", "commitlog_phys_offset_mismatch", rel, off,
-                               f"record at {off} says its physical offset is {rec.commit_log_offset} "
-                               "(a stale record of a reused file?)"))
-        if check_crc and not rec.crc_ok:
-            out.append(Finding("error", "commitlog_crc_mismatch", rel, off,
-                               f"body CRC {rec.body_crc} does not match the body of {len(rec.body)} bytes "
-                               "(recovery with checkCRCOnRecover cuts the log here)"))
-        k = (rec.topic, rec.queue_id)
-        qid = queue_ids.get(k)
-        if qid is None:
-            qid = unknown.setdefault(k, extra + len(unknown))
-        offs.append(off)
-        qkey.append(qid)
-        qo.append(rec.queue_offset)
-        size.append(rec.store_size)
-        tc = rec.tags_code
-        tags.append(tc)
-        check.append(rec.transaction_type not in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE))
-        sched.append(rec.topic == SCHEDULE_TOPIC)
-        rel_off = (off - base) << 31
-        pairs.extend(rel_off | h for h in record_key_hashes(rec))
-        newest = max(newest, rec.store_timestamp)
-    for d in damage:
-        end = d.offset
-        out.append(Finding("error", f"commitlog_{d.reason}", rel, d.offset,
-                           f"{d.detail or d.reason}; the walk of this file stops here"
-                           + ("" if last else f" ({base + mf.mapped_length - d.offset} bytes not read)")))
-    if not blank and not damage and not last and mf.mapped_length:
+        offs = c.offset
+        stale = c.commit_log_offset != offs
+        bad_crc = ~c.crc_ok if check_crc and c.crc_ok is not None else np.zeros(c.n, bool)
+        for i in np.flatnonzero(stale | bad_crc).tolist():
+            off = int(offs[i])
+            if stale[i]:
+                out.append(Finding("error", "commitlog_phys_offset_mismatch", rel, off,
+                                   f"record at {off} says its physical offset is {int(c.commit_log_offset[i])} "
+                                   "(a stale record of a reused file?)"))
+            if bad_crc[i]:
+                out.append(Finding("error", "commitlog_crc_mismatch", rel, off,
+                                   f"body CRC {int(c.body_crc[i])} does not match the body of "
+                                   f"{int(c.body_length[i])} bytes "
+                                   "(recovery with checkCRCOnRecover cuts the log here)"))
+        # (topic, queue) -> queue number, one dict lookup per distinct pair
+        codes: dict[str, int] = {}
+        tcode = np.array([codes.setdefault(t, len(codes)) for t in c.topic], np.int64)
+        names = list(codes)
+        pair = (tcode << 32) | (c.queue_id & 0xFFFFFFFF)
+        uniq, first, inv = np.unique(pair, return_index=True, return_inverse=True)
+        ids = np.empty(len(uniq), np.int64)
+        for g in np.argsort(first, kind="stable").tolist():  # first-appearance order, like the walk
+            k = (names[int(uniq[g]) >> 32], int(c.queue_id[first[g]]))
+            qid = queue_ids.get(k)
+            if qid is None:
+                qid = unknown.setdefault(k, extra + len(unknown))
+            ids[g] = qid
+        cols["offs"].append(offs)
+        cols["qkey"].append(ids[inv.ravel()])
+        cols["qo"].append(c.queue_offset)
+        cols["size"].append(c.store_size)
+        cols["tags"].append(c.tags_code)
+        tx = c.sys_flag & 0xC
+        cols["check"].append((tx != TRANSACTION_PREPARED_TYPE) & (tx != TRANSACTION_ROLLBACK_TYPE))
+        sched_code = codes.get(SCHEDULE_TOPIC)
+        cols["sched"].append(tcode == sched_code if sched_code is not None else np.zeros(c.n, bool))
+        rows, hashes = c.index_key_hashes()
+        cols["pairs"].append(((offs[rows] - base) << 31) | hashes)
+        newest = max(newest, int(c.store_timestamp.max()))
+    assert last_cols is not None
+    end = base
+    offs_all = _cat(cols["offs"], np.int64)
+    if len(offs_all):
+        end = int(offs_all[-1]) + int(cols["size"][-1][-1])
+    if last_cols.blank is not None:
+        off, bsize = last_cols.blank
+        end = off + bsize
+        if off + bsize != base + snap.commit_log_file_size:
+            out.append(Finding("error", "blank_not_at_file_end", rel, off,
+                               f"blank record of {bsize} bytes ends at {off + bsize}, the file at "
+                               f"{base + snap.commit_log_file_size}"))
+    err = last_cols.error
+    if err is not None:
+        end = err.offset
+        out.append(Finding("error", f"commitlog_{err.reason}", rel, err.offset,
+                           f"{err.detail or err.reason}; the walk of this file stops here"
+                           + ("" if last else f" ({base + mf.mapped_length - err.offset} bytes not read)")))
+    if last_cols.blank is None and err is None and not last and mf.mapped_length:
         out.append(Finding("error", "file_not_full", rel, end,
                            "the records stop before the end of a file that is not the last (no blank record); "
                            "recovery would end the log here"))
-    i64 = np.int64
     return _FileRecords(
-        np.array(offs, i64), np.array(qkey, i64), np.array(qo, i64), np.array(size, i64), np.array(tags, i64),
-        np.array(check, bool), np.array(sched, bool), np.unique(np.array(pairs, i64)), end, newest,
+        offs_all, _cat(cols["qkey"], np.int64), _cat(cols["qo"], np.int64), _cat(cols["size"], np.int64),
+        _cat(cols["tags"], np.int64), _cat(cols["check"], bool), _cat(cols["sched"], bool),
+        np.unique(_cat(cols["pairs"], np.int64)), end, newest,
     )
+
+
+def _cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
+    if not parts:
+        return np.empty(0, dtype)
+    return parts[0].astype(dtype, copy=False) if len(parts) == 1 else np.concatenate(parts).astype(dtype, copy=False)
 
 
 def _capped(findings: list[Finding], kind: str, file: str, offset: int, what: str) -> Iterator[Finding]:

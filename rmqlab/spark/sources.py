@@ -58,10 +58,9 @@ from rmqlab.codec.index_layout import (
     IndexHeader,
     index_file_size,
 )
-from rmqlab.codec.message import MIN_RECORD_SIZE, BlankRecord, MessageRecord, calc_msg_length
+from rmqlab.codec.message import MIN_RECORD_SIZE, calc_msg_length
 from rmqlab.codec.names import parse_offset_file_name
-from rmqlab.codec.walk import iter_records
-from rmqlab.errors import CorruptRecord
+from rmqlab.codec.scan import RecordColumns, scan_records
 from rmqlab.spark import schemas
 
 __all__ = [
@@ -190,54 +189,14 @@ class CommitLogPartition(InputPartition):
     end: int | None = None
 
 
-def _host(h: tuple[str, int]) -> str:
-    return f"{h[0]}:{h[1]}"
-
-
 class _CommitLogBatches:
-    """Column lists for one chunk of rows; ``batch()`` turns them into a RecordBatch."""
+    """Column lists for the few non-message rows (blank, error); ``batch()`` makes a RecordBatch."""
 
     def __init__(self, schema: pa.Schema, include_body: bool) -> None:
         self.schema = schema
         self.include_body = include_body
         self.cols: dict[str, list[Any]] = {name: [] for name in schema.names}
         self.n = 0
-
-    def add_message(self, store: str, file: str, off: int, r: MessageRecord) -> None:
-        # Hot loop: one append per column, no per-row dicts.
-        c = self.cols
-        props = r.properties
-        c["store_path"].append(store)
-        c["file"].append(file)
-        c["offset"].append(off)
-        c["size"].append(r.store_size)
-        c["record_type"].append("message")
-        c["topic"].append(r.topic)
-        c["queue_id"].append(r.queue_id)
-        c["queue_offset"].append(r.queue_offset)
-        c["physical_offset"].append(r.commit_log_offset)
-        c["sys_flag"].append(r.sys_flag)
-        c["flag"].append(r.flag)
-        c["tags"].append(props.get("TAGS"))
-        c["tags_code"].append(r.tags_code)
-        c["keys"].append(r.keys)
-        c["uniq_key"].append(props.get("UNIQ_KEY"))
-        c["msg_id"].append(r.msg_id)
-        c["born_timestamp"].append(r.born_timestamp)
-        c["store_timestamp"].append(r.store_timestamp)
-        c["born_host"].append(_host(r.born_host))
-        c["store_host"].append(_host(r.store_host))
-        c["body_crc"].append(r.body_crc)
-        c["crc_ok"].append(r.crc_ok)
-        c["body_length"].append(len(r.body))
-        c["reconsume_times"].append(r.reconsume_times)
-        c["prepared_transaction_offset"].append(r.prepared_transaction_offset)
-        c["properties"].append(list(props.items()))
-        c["error"].append(None)
-        c["error_detail"].append(None)
-        if self.include_body:
-            c["body"].append(r.body)
-        self.n += 1
 
     def add_other(self, store: str, file: str, off: int, kind: str, size: int | None = None,
                   error: str | None = None, detail: str | None = None) -> None:
@@ -299,22 +258,76 @@ class CommitLogReader(DataSourceReader):
         out = _CommitLogBatches(self.arrow, self.include_body)
         f, buf = _open(p.path)
         try:
-            try:
-                for off, rec in iter_records(buf, p.start, p.end, file=file, base_offset=p.base):
-                    if isinstance(rec, MessageRecord):
-                        out.add_message(p.store, file, off, rec)
-                    elif isinstance(rec, BlankRecord) and self.include_blank:
-                        out.add_other(p.store, file, off, "blank", size=rec.size)
-                    if out.n >= self.batch_rows:
-                        yield out.batch()
-            except CorruptRecord as e:
+            pos = p.start
+            while True:
+                cols = scan_records(buf, pos, p.end, base_offset=p.base, file=file, with_properties=True,
+                                    with_crc=True, with_body=self.include_body, max_records=self.batch_rows)
+                if cols.n:
+                    yield _message_batch(self.arrow, p.store, file, cols)
+                if not cols.more:
+                    break
+                pos = cols.stop - p.base
+            if cols.blank is not None and self.include_blank:
+                out.add_other(p.store, file, cols.blank[0], "blank", size=cols.blank[1])
+            if cols.error is not None:
+                e = cols.error
                 out.add_other(p.store, file, e.offset, "error", error=e.reason, detail=e.detail or None)
+            del cols
             if out.n:
                 yield out.batch()
         finally:
             if isinstance(buf, mmap.mmap):
                 buf.close()
             f.close()
+
+
+def _message_batch(schema: pa.Schema, store: str, file: str, c: RecordColumns) -> pa.RecordBatch:
+    """One Arrow batch of ``record_type = 'message'`` rows straight from scan columns."""
+    n = c.n
+    props = c.properties or []
+
+    def ts(v: np.ndarray) -> pa.Array:
+        return pa.array(v * 1000, pa.timestamp("us", tz="UTC"))
+
+    def keys() -> pa.Array:
+        lists = c.key_lists()
+        return pa.array(lists, schema.field("keys").type)
+
+    make: dict[str, Any] = {
+        "store_path": lambda: pa.array([store] * n, pa.string()),
+        "file": lambda: pa.array([file] * n, pa.string()),
+        "offset": lambda: pa.array(c.offset, pa.int64()),
+        "size": lambda: pa.array(c.store_size.astype(np.int32)),
+        "record_type": lambda: pa.array(["message"] * n, pa.string()),
+        "topic": lambda: pa.array(c.topic, pa.string()),
+        "queue_id": lambda: pa.array(c.queue_id.astype(np.int32)),
+        "queue_offset": lambda: pa.array(c.queue_offset),
+        "physical_offset": lambda: pa.array(c.commit_log_offset),
+        "sys_flag": lambda: pa.array(c.sys_flag.astype(np.int32)),
+        "flag": lambda: pa.array(c.flag.astype(np.int32)),
+        "tags": lambda: pa.array(c.tags, pa.string()),
+        "tags_code": lambda: pa.array(c.tags_code),
+        "keys": keys,
+        "uniq_key": lambda: pa.array(c.uniq_key, pa.string()),
+        "msg_id": lambda: pa.array(c.msg_ids(), pa.string()),
+        "born_timestamp": lambda: pa.array(c.born_timestamp),
+        "store_timestamp": lambda: pa.array(c.store_timestamp),
+        "born_time": lambda: ts(c.born_timestamp),
+        "store_time": lambda: ts(c.store_timestamp),
+        "born_host": lambda: pa.array(c.born_hosts(), pa.string()),
+        "store_host": lambda: pa.array(c.store_hosts(), pa.string()),
+        "body_crc": lambda: pa.array(c.body_crc.astype(np.int32)),
+        "crc_ok": lambda: pa.array(c.crc_ok, pa.bool_()),
+        "body_length": lambda: pa.array(c.body_length.astype(np.int32)),
+        "reconsume_times": lambda: pa.array(c.reconsume_times.astype(np.int32)),
+        "prepared_transaction_offset": lambda: pa.array(c.prepared_transaction_offset),
+        "properties": lambda: pa.array([list(d.items()) for d in props], schema.field("properties").type),
+        "error": lambda: pa.nulls(n, pa.string()),
+        "error_detail": lambda: pa.nulls(n, pa.string()),
+        "body": lambda: pa.array(c.body, pa.binary()),
+    }
+    arrays = [make[field.name]().cast(field.type) for field in schema]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 class CommitLogDataSource(DataSource):

@@ -24,6 +24,7 @@ from rmqlab.codec.message import store_timestamp_position
 from rmqlab.codec.walk import DispatchRequest, check_message_and_return_size
 from rmqlab.config import MessageStoreConfig
 from rmqlab.events import RecoveryStep
+from rmqlab.store.fast_walk import FastChecker
 
 __all__ = ["CommitLogFileView", "RecoveryPlan", "StartCandidate", "plan_recovery"]
 
@@ -78,6 +79,8 @@ class RecoveryPlan:
     destroy_consume_queues: bool = False
     steps: list[RecoveryStep] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: the walk's accepted record positions per file (re-dispatch reuses them; not part of the plan)
+    accepted: FastChecker | None = field(default=None, repr=False, compare=False)
 
     def step(self, phase: str, file: str, offset: int, decision: str, reason: str = "") -> None:
         self.steps.append(RecoveryStep(phase, file, offset, decision, reason))
@@ -166,8 +169,10 @@ def plan_recovery(
     max_phy_offset_of_consume_queue: int,
     checkpoint: Checkpoint,
     config: MessageStoreConfig,
+    fast: bool = True,
 ) -> RecoveryPlan:
-    """Compute what recovery will do, without changing anything."""
+    """Compute what recovery will do, without changing anything (``fast=False``: check every
+    record with the per-record code only; the plan is the same)."""
     v4 = config.is_v4
     plan = RecoveryPlan(
         mode="normal" if last_exit_ok else "abnormal",
@@ -205,7 +210,7 @@ def plan_recovery(
     if last_exit_ok and not v4:
         plan.dispatch_above = max_phy_offset_of_consume_queue
 
-    _walk(files, index, plan, config)
+    _walk(files, index, plan, config, fast=fast)
 
     offset = plan.process_offset
     for view in files:
@@ -227,14 +232,31 @@ def plan_recovery(
     return plan
 
 
-def _walk(files: Sequence[CommitLogFileView], index: int, plan: RecoveryPlan, config: MessageStoreConfig) -> None:
-    """The record walk shared by both modes: stops at the first record that fails a check."""
+def _walk(files: Sequence[CommitLogFileView], index: int, plan: RecoveryPlan, config: MessageStoreConfig,
+          *, fast: bool = True) -> None:
+    """The record walk shared by both modes: stops at the first record that fails a check.
+
+    With ``fast`` (the default) a :class:`~rmqlab.store.fast_walk.FastChecker` certifies runs of
+    records in bulk (numpy field checks, ``zlib.crc32`` over the body); every record it does not
+    certify -- blanks, the end of the data, damage, anything that produces a note -- goes through
+    ``check_message_and_return_size`` and ``_rmqlab_checks`` exactly as with ``fast=False``, so
+    the plan (counters, offsets, steps, notes, stop reason) is the same either way
+    (``tests/store/test_fast_walk.py`` compares them on random and damaged stores).
+    """
     check_crc = config.check_crc_on_recover
     version = config.rocketmq_version
+    fc = FastChecker(version != "4.9.8", check_crc, keep_positions=True) if fast else None
+    plan.accepted = fc
     view = files[index]
     buf = view.buffer
     pos = 0
     while True:
+        if fc is not None:
+            pos, n, nbytes, last = fc.advance(buf, pos, view.file_from_offset)
+            if n:
+                plan.records_checked += n
+                plan.bytes_checked += nbytes
+                plan.last_valid_offset = view.file_from_offset + last
         if len(buf) - pos < 8 and pos < len(buf):
             size, ok = -1, False
             reason = "fewer than 8 bytes left in the file"
@@ -250,6 +272,8 @@ def _walk(files: Sequence[CommitLogFileView], index: int, plan: RecoveryPlan, co
                 plan.last_valid_offset = view.file_from_offset + pos
                 plan.records_checked += 1
                 plan.bytes_checked += size
+                if fc is not None:
+                    fc.slow_accepted(view.file_from_offset, pos)
                 pos += size
                 continue
         if ok and size == 0:

@@ -335,11 +335,23 @@ class CommitLog:
         Like RocketMQ's ``MessageExtBatch``: if the whole batch does not fit in the current
         file, none of it is written there; the batch body must be <= ``max_message_size``.
         """
+        encoded = self.encode_batch(msgs)
+        if isinstance(encoded, PutMessageResult):
+            return encoded
+        return self._put(encoded)
+
+    def encode_batch(
+        self, msgs: Sequence[Message], check: Callable[[Message], PutMessageResult | None] | None = None
+    ) -> list[EncodedRecord] | PutMessageResult:
+        """Check and encode a batch by ``MessageExtBatch``'s rules (one topic and queue, no
+        transactions, batch body <= ``max_message_size``); the refusal if any. ``check`` replaces
+        :meth:`check_message` per message (the memory store adds its own rules)."""
         if not msgs:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason="empty batch")
+        check = check or self.check_message
         first = msgs[0]
         for m in msgs:
-            bad = self.check_message(m)
+            bad = check(m)
             if bad is not None:
                 return bad
             if m.topic != first.topic or m.queue_id != first.queue_id:
@@ -360,7 +372,7 @@ class CommitLog:
                 PutMessageStatus.MESSAGE_ILLEGAL,
                 reason=f"batch body of {batch_body} bytes exceeds max_message_size {self.config.max_message_size}",
             )
-        return self._put(encoded)
+        return encoded
 
     def _put(self, encoded: list[EncodedRecord]) -> PutMessageResult:
         total = sum(len(e.data) for e in encoded) if len(encoded) > 1 else len(encoded[0].data)

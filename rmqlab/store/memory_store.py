@@ -81,6 +81,10 @@ class RecordEncoder(Protocol):
 
     def encode_record(self, msg: Message, now: int) -> EncodedRecord | PutMessageResult: ...
 
+    def encode_batch(
+        self, msgs: Sequence[Message], check: Callable[[Message], PutMessageResult | None] | None = None
+    ) -> list[EncodedRecord] | PutMessageResult: ...
+
 
 def available_memory() -> int:
     """Bytes of memory available now: ``MemAvailable`` of /proc/meminfo, else ``os.sysconf``
@@ -279,29 +283,9 @@ class MemoryMessageStore:
     def put_messages(self, msgs: Sequence[Message]) -> PutMessageResult:
         """Hold a batch (one topic and queue) with consecutive queue offsets and one store time;
         all or nothing. ``msg_id`` is the comma-joined UNIQ_KEYs."""
-        if not msgs:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason="empty batch")
-        first = msgs[0]
-        for m in msgs:
-            bad = self._check(m)
-            if bad is not None:
-                return bad
-            if m.topic != first.topic or m.queue_id != first.queue_id:
-                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason="a batch must share topic and queue")
-        now = self.clock.now_ms()
-        encoded: list[EncodedRecord] = []
-        batch_body = 0
-        for m in msgs:
-            enc = self.encoder.encode_record(m, now)
-            if isinstance(enc, PutMessageResult):
-                return enc
-            encoded.append(enc)
-            batch_body += enc.batch_size
-        if batch_body > self.config.max_message_size:
-            return PutMessageResult(
-                PutMessageStatus.MESSAGE_ILLEGAL,
-                reason=f"batch body of {batch_body} bytes exceeds max_message_size {self.config.max_message_size}",
-            )
+        encoded = self.encoder.encode_batch(msgs, self._check)
+        if isinstance(encoded, PutMessageResult):
+            return encoded
         return self._put(encoded)
 
     def _put(self, encoded: list[EncodedRecord]) -> PutMessageResult:

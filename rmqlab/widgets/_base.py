@@ -3,6 +3,7 @@ updated in place from the pure builders in :mod:`rmqlab.widgets.figures`."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
@@ -36,7 +37,7 @@ def set_figure(target: Any, new: Any) -> bool:
     return replaced
 
 
-class View:
+class View(ABC):
     """Base of the views: ``source`` (live store or snapshot), ``widget`` (what is displayed),
     ``refresh()`` (redraw now), ``close()`` (unsubscribe). ``ROUTES`` maps event classes to the
     dirty flags they set; subclasses implement ``_update(flags)`` and ``_build()``."""
@@ -85,11 +86,13 @@ class View:
         return frozenset(f for fs in self.ROUTES.values() for f in fs)
 
     # --- subclass hooks ----------------------------------------------------------------------
+    @abstractmethod
     def _build(self) -> None:
-        raise NotImplementedError
+        """Create the view's widgets (``self.widget`` and its figures)."""
 
+    @abstractmethod
     def _update(self, flags: frozenset[str]) -> None:
-        raise NotImplementedError
+        """Redraw the parts named by ``flags`` from the source's current state."""
 
     # --- display -----------------------------------------------------------------------------
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:

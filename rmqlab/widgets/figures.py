@@ -585,5 +585,6 @@ def report_html(title: str, sections: Iterable[tuple[str, Any]], *, log: Sequenc
             "<style>body{font-family:system-ui,sans-serif;margin:24px;max-width:1200px}"
             "table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:2px 6px;text-align:left}"
             "code{font-size:11px}</style></head><body>"
-            f"<h1>{esc(title)}</h1><h2>What happened</h2><ol class='rmq-log'>{steps}</ol>" + "".join(parts)
+            f"<h1>{esc(title)}</h1><h2>What happened</h2><ul class='rmq-log' style='list-style:none;padding-left:0'>"
+            f"{steps}</ul>" + "".join(parts)
             + "</body></html>")

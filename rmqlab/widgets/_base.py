@@ -77,8 +77,10 @@ class View(ABC):
         self.throttle.close()
 
     def refresh(self, flags: Iterable[str] = (ALL,)) -> None:
-        """Redraw now, in this thread."""
-        self._update(frozenset(flags))
+        """Redraw now, in this thread (serialised with the throttle's background redraws, so
+        two threads never rebuild the same figure at once)."""
+        with self.throttle._draw_lock:
+            self._update(frozenset(flags))
 
     @property
     def flags(self) -> frozenset[str]:

@@ -51,7 +51,7 @@ class Throttle:
         self._name = name
         self._dirty: set[str] = set()
         self._lock = threading.Lock()
-        self._draw_lock = threading.Lock()
+        self._draw_lock = threading.RLock()  # refresh() may run inside a redraw
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

@@ -37,6 +37,20 @@ def set_figure(target: Any, new: Any) -> bool:
     return replaced
 
 
+def close_widget_tree(widget: Any) -> None:
+    """Close ``widget`` and every child (ipywidgets does not close children on its own)."""
+    if widget is None:
+        return
+    for child in getattr(widget, "children", ()):
+        close_widget_tree(child)
+    close = getattr(widget, "close", None)
+    if callable(close):
+        close()
+    unobserve_all = getattr(widget, "unobserve_all", None)  # traitlets: drop Python-side observers too
+    if callable(unobserve_all):
+        unobserve_all()
+
+
 class View(ABC):
     """Base of the views: ``source`` (live store or snapshot), ``widget`` (what is displayed),
     ``refresh()`` (redraw now), ``close()`` (unsubscribe). ``ROUTES`` maps event classes to the
@@ -73,8 +87,11 @@ class View(ABC):
         self.refresh()
 
     def close(self) -> None:
+        """Unsubscribe, stop redrawing and close the widgets (their observers can no longer fire,
+        so a closed view never re-plans against a store that was shut down)."""
         self.unsubscribe()
         self.throttle.close()
+        close_widget_tree(self.widget)
 
     def refresh(self, flags: Iterable[str] = (ALL,)) -> None:
         """Redraw now, in this thread (serialised with the throttle's background redraws, so

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rmqlab.widgets import figures, require_widgets
+from rmqlab.widgets._base import close_widget_tree
 from rmqlab.widgets._source import as_source
 from rmqlab.widgets._throttle import ALL, EventRouter, Throttle
 from rmqlab.widgets.cleanup_view import CleanupView
@@ -109,6 +110,7 @@ class StoreDashboard:
         self.throttle.close()
         for view in self.views.values():
             view.close()
+        close_widget_tree(self.widget)
         if self._recorder is not None:
             self._recorder.__exit__(None, None, None)
             self._recorder = None

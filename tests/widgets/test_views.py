@@ -188,6 +188,9 @@ def test_cleanup_view_matches_plan_and_sliders_replan(store):
     assert [(d.name, d.decision) for d in view.plan.files] == [(d.name, d.decision) for d in expected.files]
     assert {d.decision for d in view.plan.files} == {"delete", "keep"}
     view.close()
+    closed_plan = view.plan
+    view.disk_slider.value = 0.2  # a closed view no longer re-plans (its store may be shut down)
+    assert view.plan is closed_plan
 
 
 def test_recovery_view_draws_plan(store, tmp_path):

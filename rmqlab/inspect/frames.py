@@ -312,27 +312,17 @@ def consume_queue_frame(snap: StoreSnapshot, topic: str, queue_id: int, start: i
             break
     data: dict[str, Any] = {c: (np.concatenate(v) if v else np.empty(0, np.int64)) for c, v in cols.items()}
     data["file"] = _repeated_strings(files)
-    return pd.DataFrame(data, columns=CQ_COLUMNS)
+    return pd.DataFrame(data, columns=CQ_COLUMNS, copy=False)  # 10 M rows: no second copy of 6 columns
 
 
 def _repeated_strings(runs: list[tuple[str, int]]) -> Any:
-    """A string column of ``count`` copies of each ``value`` (in order), without one Python object
-    per row: pandas' pyarrow-backed ``str`` array from a dictionary array when pandas uses one,
-    else a plain list."""
+    """A categorical column of ``count`` copies of each ``value`` (in order): one small int code
+    per row instead of one Python string (10 M units in ~30 ms instead of over a second)."""
     total = sum(n for _, n in runs)
     if not total:
         return np.empty(0, object) if runs else np.empty(0, np.int64)  # the dtypes the frame always had
-    try:
-        import pyarrow as pa
-
-        dtype = pd.Series(["x"]).dtype
-        if not isinstance(pd.Series(["x"]).array, pd.arrays.ArrowStringArray):
-            raise TypeError("pandas does not store str as arrow")
-        idx = np.repeat(np.arange(len(runs), dtype=np.int32), [n for _, n in runs])
-        arr = pa.DictionaryArray.from_arrays(pa.array(idx), pa.array([v for v, _ in runs], pa.large_string()))
-        return pd.arrays.ArrowStringArray(arr.cast(pa.large_string()), dtype=dtype)
-    except (ImportError, TypeError, AttributeError):
-        return [v for v, n in runs for _ in range(n)]
+    codes = np.repeat(np.arange(len(runs), dtype=np.int32), [n for _, n in runs])
+    return pd.Categorical.from_codes(codes, [v for v, _ in runs])  # one run per file: names are unique
 
 
 # ---------------------------------------------------------------------------------------- index

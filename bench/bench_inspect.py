@@ -23,25 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-
-def write_store(root: str, total_bytes: int, body: int = 1024) -> int:
-    from rmqlab.clock import ManualClock
-    from rmqlab.config import MessageStoreConfig
-    from rmqlab.store.message import Message
-    from rmqlab.store.message_store import MessageStore
-
-    config = MessageStoreConfig(store_path_root_dir=root, mapped_file_size_commit_log=256 * 1024 * 1024)
-    clock = ManualClock()
-    payload = b"x" * body
-    n = 0
-    with MessageStore.open(root, config, clock=clock, threaded=False) as store:
-        while store.get_max_phy_offset() < total_bytes:
-            for _ in range(1000):
-                store.put_message(Message(f"Bench{n % 4}", payload, tags=f"T{n % 8}", keys=[f"k{n}"], queue_id=n % 8))
-                n += 1
-                clock.advance(1)
-            store.step()
-    return n
+from _workload import write_store
 
 
 def write_cq(root: str, units: int, file_units: int = 300_000) -> None:
@@ -93,7 +75,7 @@ def main() -> None:
     try:
         if a.store is None:
             t = time.perf_counter()
-            n = write_store(store, size)
+            n = write_store(store, size, file_size=256 * 1024 * 1024)
             print(f"wrote {n} messages ({size / 2**20:.0f} MiB) in {time.perf_counter() - t:.1f} s -> {store}")
         from rmqlab.codec.scan import header_hop
         from rmqlab.inspect import open_snapshot

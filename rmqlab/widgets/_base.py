@@ -3,9 +3,13 @@ updated in place from the pure builders in :mod:`rmqlab.widgets.figures`."""
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import Any, ClassVar
+
+import numpy as np
+from plotly.basedatatypes import Undefined
 
 from rmqlab.widgets import require_widgets
 from rmqlab.widgets._source import Source, as_source
@@ -15,26 +19,85 @@ __all__ = ["ALL", "View", "set_figure"]
 
 
 def set_figure(target: Any, new: Any) -> bool:
-    """Make FigureWidget ``target`` show Figure ``new`` inside one ``batch_update``.
+    """Make FigureWidget ``target`` show ``new``: a :data:`~rmqlab.widgets.figures.Spec` (or a
+    ``go.Figure``, taken as its JSON).
 
-    Traces are updated in place when the count and types match (one message to the browser);
-    otherwise replaced. Returns True when traces were replaced (click handlers must be re-added).
+    Diffs against the spec applied last (kept on the widget) and sends only the trace and layout
+    properties (top level: ``x``, ``marker``, ``xaxis``...) that changed, in one
+    ``plotly_update`` (one message to the browser), without re-validating them: the builders
+    make valid specs, and plotly's validation of thousands of hover strings and offsets on every
+    redraw was most of a redraw's cost. When the number or types of traces change, the traces are
+    replaced. Returns True when they were (click handlers must be re-added).
     """
-    replaced = False
-    with target.batch_update():
-        if len(target.data) == len(new.data) and all(a.type == b.type for a, b in zip(target.data, new.data,
-                                                                                        strict=True)):
-            for trace, fresh in zip(target.data, new.data, strict=True):
-                d = fresh.to_plotly_json()
-                d.pop("type", None)
-                d.pop("uid", None)
-                trace.update(d, overwrite=True)
-        else:
-            target.data = ()
-            target.add_traces(list(new.data))
-            replaced = True
-        target.layout.update(new.layout.to_plotly_json(), overwrite=True)
+    spec = new.to_plotly_json() if hasattr(new, "to_plotly_json") else new
+    data: list[dict[str, Any]] = list(spec.get("data", ()))
+    layout = dict(spec.get("layout", {}))
+    if isinstance(layout.get("template"), str):
+        layout["template"] = _template(layout["template"])
+    types = [t.get("type", "scatter") for t in data]
+    prev = getattr(target, "_rmq_applied", None)
+    replaced = prev is None or [t.type for t in target.data] != types
+    if replaced:
+        target.data = ()
+        target.add_traces([{"type": t} for t in types])
+        old_traces: list[dict[str, Any]] = [{} for _ in data]
+        old_layout: dict[str, Any] = prev[1] if prev is not None else {}
+    else:
+        old_traces, old_layout = prev
+    indexes, changes = [], []
+    for i, (old, fresh) in enumerate(zip(old_traces, data, strict=True)):
+        diff = {k: v for k, v in fresh.items() if k not in _FIXED and not (k in old and _same(old[k], v))}
+        diff.update((k, None) for k in old if k not in fresh and k not in _FIXED)  # None: back to the default
+        if diff:
+            indexes.append(i)
+            changes.append(diff)
+    restyle = {k: [d.get(k, Undefined) for d in changes] for k in {k for d in changes for k in d}}
+    relayout = {k: v for k, v in layout.items() if not (k in old_layout and _same(old_layout[k], v))}
+    relayout.update((k, None) for k in old_layout if k not in layout)
+    if restyle or relayout:
+        target.plotly_update(restyle_data=restyle, relayout_data=relayout, trace_indexes=indexes)
+        for i, diff in zip(indexes, changes, strict=True):
+            _forget(target.data[i], diff)
+        _forget(target.layout, relayout)
+    target._rmq_applied = (data, layout)
     return replaced
+
+
+def _forget(obj: Any, keys: Iterable[str]) -> None:
+    """Drop plotly's cached child objects (``layout.shapes``, ``trace.marker``...) for ``keys``:
+    ``plotly_update`` writes the raw props but leaves those caches stale; plotly rebuilds them
+    from the props on the next access, as it does after an unvalidated ``__setitem__``."""
+    for k in keys:
+        obj._compound_props.pop(k, None)
+        obj._compound_array_props.pop(k, None)
+
+
+_FIXED = frozenset({"type", "uid"})
+
+
+@functools.cache
+def _template(name: str) -> dict[str, Any]:
+    """A named template as the JSON plotly would send (resolved once; the browser knows no names)."""
+    import plotly.io as pio
+
+    return pio.templates[name].to_plotly_json()
+
+
+def _same(a: Any, b: Any) -> bool:
+    """``a`` equals ``b`` as plotly would draw them (numpy arrays by value, dicts recursively)."""
+    if a is b:
+        return True
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape == b.shape
+                and a.dtype == b.dtype and bool(np.array_equal(a, b, equal_nan=a.dtype.kind == "f")))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(v, b[k]) for k, v in a.items())
+    if type(a) is not type(b):
+        return False
+    try:
+        return bool(a == b)
+    except (ValueError, TypeError):  # a list holding arrays: call it changed
+        return False
 
 
 def close_widget_tree(widget: Any) -> None:

@@ -58,6 +58,7 @@ class Throttle:
         self._next_allowed = 0.0
         self.on_take: list[Callable[[], Any]] = []  # run after flags are taken, before the redraw
         self.redraw_times: list[float] = []  # time.monotonic() of each redraw (tests, notebooks)
+        self.busy_cpu = 0.0  # CPU seconds spent in redraws, on whichever thread ran them (benchmarks)
         self.errors: list[BaseException] = []  # redraw failures, kept instead of killing the thread
 
     @property
@@ -108,12 +109,13 @@ class Throttle:
                 return
             for hook in self.on_take:
                 hook()
-            started = time.monotonic()
+            started, cpu = time.monotonic(), time.thread_time()
             try:
                 self._redraw(flags)
             except Exception as e:  # a broken redraw must not stop later ones (nor the store)
                 self.errors.append(e)
             done = time.monotonic()
+            self.busy_cpu += time.thread_time() - cpu
             self.redraw_times.append(done)
             took = done - started
             pause = max(self.min_interval - took, took * (1 - self.duty) / self.duty)

@@ -66,6 +66,6 @@ class CleanupView(View):
         if plan is None:
             self.table.value = "<i>cleanup planning is not available for this source</i>"
             return
-        set_figure(self.timeline, figures.cleanup_timeline_figure(plan))
-        set_figure(self.gauge, figures.disk_gauge_figure(plan))
+        set_figure(self.timeline, figures.cleanup_timeline_spec(plan))
+        set_figure(self.gauge, figures.disk_gauge_spec(plan))
         self.table.value = figures.cleanup_table_html(plan)

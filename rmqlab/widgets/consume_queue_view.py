@@ -78,7 +78,7 @@ class ConsumeQueueView(View):
                 self.picker.value = self._queue_label(self.topic, self.queue_id)
             self.base, self.units = self.source.cq_units(self.topic, self.queue_id)
         self.dispatch = self.source.dispatch_state()
-        set_figure(self.figure, figures.consume_queue_figure(self.topic or "-", self.queue_id or 0, self.base,
+        set_figure(self.figure, figures.consume_queue_spec(self.topic or "-", self.queue_id or 0, self.base,
                                                              self.units, dispatch=self.dispatch))
         self.table.value = figures.consume_queue_table_html(self.base, self.units, limit=self.table_rows)
         for trace in self.figure.data:

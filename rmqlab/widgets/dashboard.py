@@ -25,6 +25,8 @@ CRASH_MODES = ("power_loss", "process_kill")
 
 CrashFn = Callable[[Any, str], Any]
 
+_SHOWN = "shown"  # flag: the view's tab was selected (redraw what it missed while hidden)
+
 
 class StoreDashboard:
     """The six views of ``store`` in tabs, driven by one bus subscription and one redraw thread
@@ -41,6 +43,10 @@ class StoreDashboard:
 
     Methods mirror the buttons (``put``, ``step``, ``flush``, ``crash``, ``recover``, ``query``,
     ``advance_hours``, ``jump_to_hour``), so a notebook cell or a test can drive it too.
+
+    Only the view in the selected tab follows the store's events; the others note what changed
+    (``stale``) and redraw when their tab is selected, so a store writing flat out pays for one
+    figure, not six. Actions (the buttons, :meth:`redraw`) redraw every view.
     """
 
     def __init__(self, store: Any, *, crash: CrashFn | None = None, reopen: Callable[[str, Any], Any] | None = None,
@@ -76,6 +82,8 @@ class StoreDashboard:
             for cls, flags in view.ROUTES.items():
                 routes.setdefault(cls, []).extend(f"{name}:{f}" for f in flags)
         self.routes = routes
+        self.stale: dict[str, set[str]] = {name: set() for name in self.views}
+        self.tabs: Any = None
         self.throttle = Throttle(self._redraw, max_hz=max_hz)
         self._router: EventRouter | None = None
         self._subscribe()
@@ -91,13 +99,34 @@ class StoreDashboard:
             self._router.close()
             self._router = None
 
+    @property
+    def visible(self) -> str | None:
+        """Name of the view in the selected tab (None before the tabs exist: all count as shown)."""
+        if self.tabs is None or self.tabs.selected_index is None:
+            return None
+        return list(self.views)[self.tabs.selected_index]
+
+    def _on_tab(self, change: dict[str, Any]) -> None:
+        name = self.visible
+        if name is not None and self.stale.get(name):
+            self.throttle.mark(f"{name}:{_SHOWN}")
+
     def _redraw(self, flags: frozenset[str]) -> None:
         if self.crashed:
             return
+        visible = self.visible
         for name, view in self.views.items():
             mine = {f.split(":", 1)[1] for f in flags if f.startswith(name + ":")}
             if ALL in flags:
                 mine.add(ALL)
+            if not mine:
+                continue
+            if ALL not in mine and visible is not None and name != visible:
+                self.stale[name] |= mine - {_SHOWN}  # hidden: redrawn when its tab is selected
+                continue
+            mine |= self.stale[name]
+            self.stale[name] = set()
+            mine.discard(_SHOWN)
             if mine:
                 view._update(frozenset(mine))
 
@@ -263,9 +292,10 @@ class StoreDashboard:
                     button("advance clock", lambda: self.advance_hours(hours.value)),
                     button("jump to 04:00", lambda: self.jump_to_hour(4))]),
         ])
-        tabs = w.Tab(children=[v.widget for v in self.views.values()])
+        self.tabs = tabs = w.Tab(children=[v.widget for v in self.views.values()])
         for i, name in enumerate(self.views):
             tabs.set_title(i, name)
+        tabs.observe(self._on_tab, names="selected_index")
         self.widget = w.VBox([controls, tabs, w.HTML("<b>log</b>"), self.log])
         self.say(f"dashboard on {os.path.basename(self.source.store.config.store_path_root_dir)}"
                  if self.source.store is not None else "dashboard on a snapshot (read-only)")

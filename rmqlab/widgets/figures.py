@@ -1,10 +1,12 @@
-"""Pure figure builders: plain state, plans and records -> ``plotly.graph_objects.Figure``.
+"""Pure figure builders: plain state, plans and records -> figure specs and ``go.Figure``.
 
 No widgets and no engine objects with behaviour: inputs are the value types of
 :mod:`rmqlab.widgets._source` (``QueueState``, ``RecordInfo``, ``WalkStep``), the engine's plan
-dataclasses (``RecoveryPlan``, ``CleanupPlan``) and numpy arrays. The live views update their
-``FigureWidget`` from these figures in place; the static HTML report (``rmqlab demo``) embeds
-the same figures. HTML fragments (decoded record, tables) escape every piece of stored text:
+dataclasses (``RecoveryPlan``, ``CleanupPlan``) and numpy arrays. Each ``*_spec`` builder returns
+a :data:`Spec` (plain dicts and numpy arrays, nothing validated: cheap to build and to compare);
+each ``*_figure`` is the same spec as a validated ``go.Figure``. The live views diff specs into
+their ``FigureWidget`` (:func:`rmqlab.widgets._base.set_figure`); the static HTML report
+(``rmqlab demo``) embeds the figures. HTML fragments (decoded record, tables) escape every piece of stored text:
 a topic, key or body of ``<script>...`` stays text.
 
 Axes: "offset" axes are absolute CommitLog (or queue) byte offsets; time axes are local time of
@@ -13,6 +15,7 @@ the plan's clock.
 
 from __future__ import annotations
 
+import functools
 import html
 import math
 from collections.abc import Iterable, Sequence
@@ -32,22 +35,33 @@ if TYPE_CHECKING:
 
 __all__ = [
     "STATUS_COLORS",
+    "Spec",
     "chain_histogram_figure",
+    "chain_histogram_spec",
     "chain_lengths",
     "cleanup_table_html",
     "cleanup_timeline_figure",
+    "cleanup_timeline_spec",
     "commit_log_figure",
+    "commit_log_spec",
     "consume_queue_figure",
+    "consume_queue_spec",
     "consume_queue_table_html",
     "disk_gauge_figure",
+    "disk_gauge_spec",
     "esc",
     "index_heatmap_figure",
+    "index_heatmap_spec",
     "index_walk_figure",
+    "index_walk_spec",
     "mapped_files_figure",
+    "mapped_files_spec",
     "record_html",
     "recovery_figure",
+    "recovery_spec",
     "recovery_steps_html",
     "report_html",
+    "to_figure",
     "topic_color",
 ]
 
@@ -63,6 +77,14 @@ _PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#
 _BLANK_COLOR = "#bdbdbd"
 _ROW_HEIGHT = 28
 _HOUR_MS = 3_600_000
+
+Spec = dict[str, Any]
+"""A figure as plain data: ``{"data": [trace dicts, each with its "type"], "layout": {...}}``."""
+
+
+def to_figure(spec: Spec) -> go.Figure:
+    """``spec`` as a validated ``go.Figure`` (the static report, ``to_html``)."""
+    return go.Figure(data=spec["data"], layout=spec["layout"])
 
 
 def esc(value: Any) -> str:
@@ -93,65 +115,97 @@ def _file_hover(f: FileState) -> str:
             f"absolute: wrote {f.start + f.wrote:,} flushed {f.start + f.flushed:,}")
 
 
-def mapped_files_figure(state: QueueState, ghosts: Sequence[FileState] = ()) -> go.Figure:
+def mapped_files_spec(state: QueueState, ghosts: Sequence[FileState] = ()) -> Spec:
     """Each file a bar of its size on an absolute offset axis; the written part darker; the three
     pointers as markers (one row each) at ``start + position``; the queue's ``committed_where``
     and ``flushed_where`` as vertical lines; pending pre-allocations hatched; deleted files
-    (``ghosts``) fading with their ``opacity``.
+    (``ghosts``) fading with their ``opacity``. The two lines' labels never overlap: one
+    combined label when the two are equal, staggered heights when they are close.
 
     Traces, in order (the live view updates them in place): capacity, written, pending, deleted,
     wrote, committed, flushed.
     """
     files = list(state.files)
-    cap = go.Bar(
-        name="file", orientation="h", y=["files"] * len(files), base=[f.start for f in files],
+    cap = dict(
+        type="bar", name="file", orientation="h", y=["files"] * len(files), base=[f.start for f in files],
         x=[f.size for f in files], marker={"color": [STATUS_COLORS.get(f.status, "#ccc") for f in files],
                                            "line": {"color": "#555", "width": 1}},
         hovertext=[_file_hover(f) for f in files], hoverinfo="text", customdata=[f.name for f in files],
     )
-    written = go.Bar(
-        name="written", orientation="h", y=["files"] * len(files), base=[f.start for f in files],
+    written = dict(
+        type="bar", name="written", orientation="h", y=["files"] * len(files), base=[f.start for f in files],
         x=[f.wrote for f in files], width=0.35, marker={"color": "#3182bd"},
         hovertext=[_file_hover(f) for f in files], hoverinfo="text",
     )
     pend = list(state.pending)
-    pending = go.Bar(
-        name="pre-allocating", orientation="h", y=["files"] * len(pend), base=[f.start for f in pend],
+    pending = dict(
+        type="bar", name="pre-allocating", orientation="h", y=["files"] * len(pend), base=[f.start for f in pend],
         x=[f.size for f in pend], marker={"color": STATUS_COLORS["pending"], "pattern": {"shape": "/"},
                                           "line": {"color": "#e6550d", "width": 1}},
         hovertext=[f"<b>{esc(f.name)}</b><br>pre-allocation requested (next / next-next file)" for f in pend],
         hoverinfo="text",
     )
     gh = list(ghosts)
-    deleted = go.Bar(
-        name="deleted", orientation="h", y=["files"] * len(gh), base=[f.start for f in gh], x=[f.size for f in gh],
+    deleted = dict(
+        type="bar", name="deleted", orientation="h", y=["files"] * len(gh), base=[f.start for f in gh],
+        x=[f.size for f in gh],
         marker={"color": STATUS_COLORS["deleted"], "opacity": [f.opacity for f in gh]},
         hovertext=[f"<b>{esc(f.name)}</b><br>deleted" for f in gh], hoverinfo="text",
     )
     traces: list[Any] = [cap, written, pending, deleted]
     for ptr, (symbol, color) in POINTER_STYLE.items():
         xs = [f.start + getattr(f, ptr) for f in files]
-        traces.append(go.Scatter(
-            name=ptr, mode="markers", x=xs, y=[ptr] * len(files), marker={"symbol": symbol, "size": 11, "color": color},
+        traces.append(dict(
+            type="scatter", name=ptr, mode="markers", x=xs, y=[ptr] * len(files),
+            marker={"symbol": symbol, "size": 11, "color": color},
             hovertext=[f"{ptr} of {esc(f.name)}: {getattr(f, ptr):,} (absolute {x:,})" for f, x in zip(files, xs,
                                                                                                       strict=True)],
             hoverinfo="text", customdata=[f.name for f in files],
         ))
-    shapes, annotations = [], []
-    for label, where, color in (("committed_where", state.committed_where, "#756bb1"),
-                                ("flushed_where", state.flushed_where, "#31a354")):
-        if where is None:
-            continue
-        shapes.append({"type": "line", "x0": where, "x1": where, "yref": "paper", "y0": 0, "y1": 1,
-                       "line": {"color": color, "dash": "dash", "width": 2}})
-        annotations.append({"x": where, "yref": "paper", "y": 1.0 if label.startswith("c") else 0.92,
-                            "text": f"{label} {where:,}", "showarrow": False, "font": {"size": 10, "color": color},
-                            "xanchor": "left"})
+    shapes: list[dict[str, Any]] = []
+    for where, color in ((state.committed_where, "#756bb1"), (state.flushed_where, "#31a354")):
+        if where is not None:
+            shapes.append({"type": "line", "x0": where, "x1": where, "yref": "paper", "y0": 0, "y1": 1,
+                           "line": {"color": color, "dash": "dash", "width": 2}})
+    annotations = _where_labels(state, files)
     title = f"{state.queue}: {len(files)} file(s)" + (" (live)" if state.live else " (snapshot)")
     layout = _base_layout(title, height=240, shapes=shapes, annotations=annotations,
                           xaxis={"title": {"text": "offset (bytes)"}, "tickformat": ","},
                           yaxis={"categoryorder": "array", "categoryarray": ["flushed", "committed", "wrote", "files"]})
-    return go.Figure(data=traces, layout=layout)
+    return {"data": traces, "layout": layout}
+
+
+#: Labels of committed_where / flushed_where closer than this share of the axis are staggered,
+#: the second one row (this share of the plot's height, ~2 label heights) lower.
+_LABEL_CLOSE = 0.25
+_LABEL_ROW = 0.16
+
+
+def _where_labels(state: QueueState, files: Sequence[FileState]) -> list[dict[str, Any]]:
+    """Annotations for the two queue lines: far apart, each at its line (top row); equal, one
+    label naming both; close (the labels, ~150 px wide, would overlap), the flushed label drops
+    to a second row, so both stay readable."""
+    c, f = state.committed_where, state.flushed_where
+    font = {"size": 10}
+    if c is not None and f is not None and c == f:
+        return [{"x": c, "yref": "paper", "y": 1.0, "yanchor": "top", "showarrow": False, "xanchor": "left",
+                 "text": f"committed_where = flushed_where {c:,}", "font": {**font, "color": "#756bb1"}}]
+    span = max([x.start + x.size for x in files] + [c or 0, f or 0, 1]) - min([x.start for x in files] + [c or 0,
+                                                                                                         f or 0])
+    close = c is not None and f is not None and abs(c - f) < _LABEL_CLOSE * max(span, 1)
+    out = []
+    for label, where, color, row in (("committed_where", c, "#756bb1", 0), ("flushed_where", f, "#31a354", 1)):
+        if where is None:
+            continue
+        out.append({"x": where, "yref": "paper", "y": 1.0 - (_LABEL_ROW * row if close else 0.0), "yanchor": "top",
+                    "showarrow": False, "xanchor": "left", "text": f"{label} {where:,}",
+                    "font": {**font, "color": color}})
+    return out
+
+
+def mapped_files_figure(state: QueueState, ghosts: Sequence[FileState] = ()) -> go.Figure:
+    """:func:`mapped_files_spec` as a Figure."""
+    return to_figure(mapped_files_spec(state, ghosts))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -164,8 +218,8 @@ def _record_hover(r: RecordInfo) -> str:
             f"tags {esc(r.tags)}<br>keys {esc(r.keys)}<br>{esc(r.file)}")
 
 
-def commit_log_figure(records: Sequence[RecordInfo], files: Sequence[FileState] = (), *,
-                      title: str = "CommitLog records") -> go.Figure:
+def commit_log_spec(records: Sequence[RecordInfo], files: Sequence[FileState] = (), *,
+                    title: str = "CommitLog records") -> Spec:
     """Records along the log (bar width = bytes), one trace per topic (sorted), blank EOF records
     hatched grey in the last trace; file boundaries as dotted lines. ``customdata`` of every bar
     is the record's offset (what a click selects)."""
@@ -174,15 +228,15 @@ def commit_log_figure(records: Sequence[RecordInfo], files: Sequence[FileState] 
     for topic in topics:
         rs = [r for r in records if r.kind == "message" and r.topic == topic]
         offsets = np.fromiter((r.offset for r in rs), np.int64, len(rs))  # arrays: validated and sent as binary
-        traces.append(go.Bar(
-            name=esc(topic), orientation="h", y=np.full(len(rs), "log", dtype=object), base=offsets,
+        traces.append(dict(
+            type="bar", name=esc(topic), orientation="h", y=np.full(len(rs), "log", dtype=object), base=offsets,
             x=np.fromiter((r.size for r in rs), np.int64, len(rs)), customdata=offsets,
             hovertext=[_record_hover(r) for r in rs],
             hoverinfo="text", marker={"color": topic_color(topic, topics), "line": {"color": "white", "width": 0.5}},
         ))
     blanks = [r for r in records if r.kind == "blank"]
-    traces.append(go.Bar(
-        name="blank (EOF)", orientation="h", y=["log"] * len(blanks), base=[r.offset for r in blanks],
+    traces.append(dict(
+        type="bar", name="blank (EOF)", orientation="h", y=["log"] * len(blanks), base=[r.offset for r in blanks],
         x=[r.size for r in blanks], customdata=[r.offset for r in blanks],
         hovertext=[_record_hover(r) for r in blanks], hoverinfo="text",
         marker={"color": _BLANK_COLOR, "pattern": {"shape": "x"}},
@@ -193,7 +247,13 @@ def commit_log_figure(records: Sequence[RecordInfo], files: Sequence[FileState] 
                           height=220, shapes=shapes, barmode="overlay",
                           xaxis={"title": {"text": "CommitLog offset (bytes)"}, "tickformat": ","},
                           clickmode="event")
-    return go.Figure(data=traces, layout=layout)
+    return {"data": traces, "layout": layout}
+
+
+def commit_log_figure(records: Sequence[RecordInfo], files: Sequence[FileState] = (), *,
+                      title: str = "CommitLog records") -> go.Figure:
+    """:func:`commit_log_spec` as a Figure."""
+    return to_figure(commit_log_spec(records, files, title=title))
 
 
 def _field_spans(rec: MessageRecord) -> list[tuple[str, int, int, str]]:
@@ -273,8 +333,8 @@ def record_html(rec: MessageRecord | BlankRecord | None, raw: bytes, *, offset: 
 # ---------------------------------------------------------------------------------------------
 # consume queue
 
-def consume_queue_figure(topic: str, queue_id: int, base: int, units: np.ndarray, *,
-                         dispatch: dict[str, int] | None = None, limit: int = 2000) -> go.Figure:
+def consume_queue_spec(topic: str, queue_id: int, base: int, units: np.ndarray, *,
+                       dispatch: dict[str, int] | None = None, limit: int = 2000) -> Spec:
     """One marker per 20-byte unit: x = queue offset, y = the CommitLog offset it points at,
     size ~ message bytes; pre-blank units (size 0x7FFFFFFF) grey at y = 0. The reput offset
     (where dispatch will read next) is a horizontal line when the store is live. Only the last
@@ -292,10 +352,11 @@ def consume_queue_figure(topic: str, queue_id: int, base: int, units: np.ndarray
              for a, b, c, d in zip(q.tolist(), off.tolist(), size.tolist(), tags.tolist(), strict=True)]
     real = ~blank
     traces = [
-        go.Scatter(name="unit", mode="markers", x=q[real], y=off[real], customdata=q[real],
+        dict(type="scatter", name="unit", mode="markers", x=q[real], y=off[real], customdata=q[real],
                    hovertext=[h for h, r in zip(hover, real, strict=True) if r], hoverinfo="text",
                    marker={"size": np.clip(np.sqrt(size[real].clip(min=1)) / 2, 5, 16), "color": "#3182bd"}),
-        go.Scatter(name="pre-blank", mode="markers", x=q[blank], y=np.zeros(int(blank.sum())), hoverinfo="text",
+        dict(type="scatter", name="pre-blank", mode="markers", x=q[blank], y=np.zeros(int(blank.sum())),
+             hoverinfo="text",
                    hovertext=[h for h, b in zip(hover, blank, strict=True) if b],
                    marker={"size": 6, "color": _BLANK_COLOR, "symbol": "square"}),
     ]
@@ -308,9 +369,15 @@ def consume_queue_figure(topic: str, queue_id: int, base: int, units: np.ndarray
                             "text": f"reput offset {y:,} (behind {dispatch['behind_bytes']:,} B)",
                             "font": {"size": 10, "color": "#e6550d"}})
     title = f"ConsumeQueue {topic}/{queue_id}: {total} unit(s)" + (f", last {n} drawn" if total > n else "")
-    return go.Figure(data=traces, layout=_base_layout(
+    return {"data": traces, "layout": _base_layout(
         title, height=260, shapes=shapes, annotations=annotations, clickmode="event",
-        xaxis={"title": {"text": "queue offset"}}, yaxis={"title": {"text": "CommitLog offset"}, "tickformat": ","}))
+        xaxis={"title": {"text": "queue offset"}}, yaxis={"title": {"text": "CommitLog offset"}, "tickformat": ","})}
+
+
+def consume_queue_figure(topic: str, queue_id: int, base: int, units: np.ndarray, *,
+                         dispatch: dict[str, int] | None = None, limit: int = 2000) -> go.Figure:
+    """:func:`consume_queue_spec` as a Figure."""
+    return to_figure(consume_queue_spec(topic, queue_id, base, units, dispatch=dispatch, limit=limit))
 
 
 def consume_queue_table_html(base: int, units: np.ndarray, *, limit: int = 200) -> str:
@@ -336,7 +403,7 @@ def chain_lengths(key_hashes: np.ndarray, hash_slot_num: int) -> np.ndarray:
     return np.bincount(key_hashes.astype(np.int64) % hash_slot_num, minlength=hash_slot_num)
 
 
-def index_heatmap_figure(lengths: np.ndarray, *, title: str = "index slots", max_cells: int = 4096) -> go.Figure:
+def index_heatmap_spec(lengths: np.ndarray, *, title: str = "index slots", max_cells: int = 4096) -> Spec:
     """Slot occupancy as a grid (row-major slot order), colour = chain length. More slots than
     ``max_cells`` are summed in equal bins (RocketMQ's 5,000,000 slots stay drawable)."""
     n = len(lengths)
@@ -346,31 +413,55 @@ def index_heatmap_figure(lengths: np.ndarray, *, title: str = "index slots", max
     grid = np.full(width * math.ceil(len(cells) / width), np.nan)
     grid[: len(cells)] = cells
     grid = grid.reshape(-1, width)
-    first = np.arange(grid.size).reshape(grid.shape) * per
     used = int(np.count_nonzero(lengths))
-    text = [[f"slots {a:,}..{min(a + per, n) - 1:,}" if per > 1 else f"slot {a:,}" for a in row]
+    heat = {"type": "heatmap", "z": grid, "text": _heatmap_text(n, per, grid.shape), "colorscale": _blues(),
+            "colorbar": {"title": {"text": "chain"}}, "hovertemplate": "%{text}<br>items %{z}<extra></extra>"}
+    layout = _base_layout(f"{title}: {used:,} of {n:,} slots used" + (f" ({per} slots per cell)" if per > 1 else ""),
+                          height=300, yaxis={"autorange": "reversed", "showticklabels": False},
+                          xaxis={"showticklabels": False})
+    return {"data": [heat], "layout": layout}
+
+
+@functools.cache
+def _blues() -> list[list[Any]]:
+    """plotly's "Blues" as explicit stops: plotly.js has a different scale under that name, and
+    specs are not resolved by plotly's validators."""
+    import plotly.colors
+
+    return plotly.colors.get_colorscale("Blues")
+
+
+@functools.lru_cache(maxsize=8)
+def _heatmap_text(n: int, per: int, shape: tuple[int, int]) -> list[list[str]]:
+    """Hover labels of the heat map's cells: they depend on the slot count only (cached, and the
+    same list object each time, so an unchanged grid costs no diff)."""
+    first = np.arange(shape[0] * shape[1]).reshape(shape) * per
+    return [[f"slots {a:,}..{min(a + per, n) - 1:,}" if per > 1 else f"slot {a:,}" for a in row]
             for row in first.tolist()]
-    fig = go.Figure(go.Heatmap(z=grid, text=text, colorscale="Blues", colorbar={"title": {"text": "chain"}},
-                               hovertemplate="%{text}<br>items %{z}<extra></extra>"))
-    fig.update_layout(**_base_layout(f"{title}: {used:,} of {n:,} slots used" + (f" ({per} slots per cell)" if per > 1
-                                                                                   else ""), height=300),
-                      yaxis={"autorange": "reversed", "showticklabels": False}, xaxis={"showticklabels": False})
-    return fig
 
 
-def chain_histogram_figure(lengths: np.ndarray) -> go.Figure:
+def index_heatmap_figure(lengths: np.ndarray, *, title: str = "index slots", max_cells: int = 4096) -> go.Figure:
+    """:func:`index_heatmap_spec` as a Figure."""
+    return to_figure(index_heatmap_spec(lengths, title=title, max_cells=max_cells))
+
+
+def chain_histogram_spec(lengths: np.ndarray) -> Spec:
     """How many slots have a chain of each length (empty slots left out)."""
     counts = np.bincount(lengths.astype(np.int64)) if len(lengths) else np.zeros(1, np.int64)
     xs = np.arange(1, len(counts))
-    fig = go.Figure(go.Bar(x=xs, y=counts[1:], marker={"color": "#6baed6"},
-                           hovertemplate="chain length %{x}: %{y} slot(s)<extra></extra>"))
-    fig.update_layout(**_base_layout("chain length histogram", height=260),
-                      xaxis={"title": {"text": "items in the slot's chain"}, "dtick": 1},
-                      yaxis={"title": {"text": "slots"}})
-    return fig
+    bar = {"type": "bar", "x": xs, "y": counts[1:], "marker": {"color": "#6baed6"},
+           "hovertemplate": "chain length %{x}: %{y} slot(s)<extra></extra>"}
+    return {"data": [bar], "layout": _base_layout(
+        "chain length histogram", height=260, xaxis={"title": {"text": "items in the slot's chain"}, "dtick": 1},
+        yaxis={"title": {"text": "slots"}})}
 
 
-def index_walk_figure(steps: Sequence[WalkStep], *, key: str = "", upto: int | None = None) -> go.Figure:
+def chain_histogram_figure(lengths: np.ndarray) -> go.Figure:
+    """:func:`chain_histogram_spec` as a Figure."""
+    return to_figure(chain_histogram_spec(lengths))
+
+
+def index_walk_spec(steps: Sequence[WalkStep], *, key: str = "", upto: int | None = None) -> Spec:
     """The walk slot -> item -> prev item ..., drawn up to step ``upto`` (all by default).
 
     Node colours: green = the message carries the key, red = hash collision (the store would
@@ -398,26 +489,31 @@ def index_walk_figure(steps: Sequence[WalkStep], *, key: str = "", upto: int | N
     annotations = [{"x": xs[i + 1], "y": 0, "ax": xs[i], "ay": 0, "xref": "x", "yref": "y", "axref": "x",
                     "ayref": "y", "showarrow": True, "arrowhead": 3, "arrowwidth": 1.5, "standoff": 14,
                     "startstandoff": 14, "text": ""} for i in range(len(shown))]
-    fig = go.Figure(go.Scatter(x=xs, y=[0] * len(xs), mode="markers+text", text=labels, textposition="top center",
-                               marker={"size": 26, "color": colors, "line": {"color": "#333", "width": 1}},
-                               hovertext=hovers, hoverinfo="text"))
+    nodes = {"type": "scatter", "x": xs, "y": [0] * len(xs), "mode": "markers+text", "text": labels,
+             "textposition": "top center", "hovertext": hovers, "hoverinfo": "text",
+             "marker": {"size": 26, "color": colors, "line": {"color": "#333", "width": 1}}}
     done = upto is None or upto >= len(steps)
     title = f"chain walk for {key!r}: {len(shown)}/{len(steps)} step(s)" + (" (done)" if done and steps else "")
-    fig.update_layout(**_base_layout(title, height=200, annotations=annotations, showlegend=False),
-                      xaxis={"visible": False, "range": [-0.6, max(len(steps), 1) + 0.6]},
-                      yaxis={"visible": False, "range": [-1, 1.2]})
-    return fig
+    return {"data": [nodes], "layout": _base_layout(
+        title, height=200, annotations=annotations, showlegend=False,
+        xaxis={"visible": False, "range": [-0.6, max(len(steps), 1) + 0.6]},
+        yaxis={"visible": False, "range": [-1, 1.2]})}
+
+
+def index_walk_figure(steps: Sequence[WalkStep], *, key: str = "", upto: int | None = None) -> go.Figure:
+    """:func:`index_walk_spec` as a Figure."""
+    return to_figure(index_walk_spec(steps, key=key, upto=upto))
 
 
 # ---------------------------------------------------------------------------------------------
 # recovery
 
-def recovery_figure(plan: RecoveryPlan | None, files: Sequence[FileState], file_size: int | None = None) -> go.Figure:
+def recovery_spec(plan: RecoveryPlan | None, files: Sequence[FileState], file_size: int | None = None) -> Spec:
     """A RecoveryPlan as a walk over the CommitLog files: the files (deleted ones hatched red),
     the start candidates tested newest first (abnormal mode), the checked range from the start
     file to ``process_offset``, and where the walk stopped with the reason."""
     if plan is None:
-        return go.Figure(layout=_base_layout("no recovery plan", height=160))
+        return {"data": [], "layout": _base_layout("no recovery plan", height=160)}
     size = file_size or (files[0].size if files else 0)
     known = {f.name: f for f in files}
     rows = [(f.name, f.start, f.size, f.wrote) for f in files]
@@ -426,8 +522,9 @@ def recovery_figure(plan: RecoveryPlan | None, files: Sequence[FileState], file_
             rows.append((name, int(name), size, 0))
     rows.sort(key=lambda r: r[1])
     doomed = set(plan.files_to_delete)
-    traces: list[Any] = [go.Bar(
-        name="file", orientation="h", y=["files"] * len(rows), base=[r[1] for r in rows], x=[r[2] for r in rows],
+    traces: list[Any] = [dict(
+        type="bar", name="file", orientation="h", y=["files"] * len(rows), base=[r[1] for r in rows],
+        x=[r[2] for r in rows],
         marker={"color": ["#fcbba1" if r[0] in doomed else STATUS_COLORS["full"] for r in rows],
                 "pattern": {"shape": ["/" if r[0] in doomed else "" for r in rows]},
                 "line": {"color": "#555", "width": 1}},
@@ -436,21 +533,23 @@ def recovery_figure(plan: RecoveryPlan | None, files: Sequence[FileState], file_
         hoverinfo="text")]
     starts = {r[0]: r[1] for r in rows}
     cands = list(plan.candidates)
-    traces.append(go.Scatter(
-        name="start candidate", mode="markers", x=[starts.get(c.file, 0) for c in cands], y=["candidates"] * len(cands),
+    traces.append(dict(
+        type="scatter", name="start candidate", mode="markers", x=[starts.get(c.file, 0) for c in cands],
+        y=["candidates"] * len(cands),
         marker={"symbol": ["star" if c.matched else "x" for c in cands], "size": 13,
                 "color": ["#31a354" if c.matched else "#de2d26" for c in cands]},
         hovertext=[f"<b>{esc(c.file)}</b> #{i + 1} tested<br>{esc(c.reason)}" for i, c in enumerate(cands)],
         hoverinfo="text"))
     start = starts.get(plan.start_file or "", 0)
-    traces.append(go.Bar(
-        name="checked", orientation="h", y=["walk"], base=[start], x=[max(plan.process_offset - start, 0)],
+    traces.append(dict(
+        type="bar", name="checked", orientation="h", y=["walk"], base=[start], x=[max(plan.process_offset - start, 0)],
         marker={"color": "#74c476"}, hoverinfo="text",
         hovertext=[f"walk from {esc(plan.start_file)} ({esc(plan.start_reason)})<br>{plan.records_checked} record(s), "
                    f"{plan.bytes_checked:,} bytes checked<br>valid data ends at {plan.process_offset:,}"]))
     stop_x = plan.stop_offset if plan.stop_file else plan.process_offset
-    traces.append(go.Scatter(
-        name="stop", mode="markers+text", x=[stop_x], y=["walk"], text=["stop"], textposition="top center",
+    traces.append(dict(
+        type="scatter", name="stop", mode="markers+text", x=[stop_x], y=["walk"], text=["stop"],
+        textposition="top center",
         marker={"symbol": "x-thin-open", "size": 18, "color": "#de2d26", "line": {"width": 3}}, hoverinfo="text",
         hovertext=[f"stopped at {stop_x:,} in {esc(plan.stop_file)}<br>{esc(plan.stop_reason)}"]))
     shapes = [{"type": "line", "x0": plan.process_offset, "x1": plan.process_offset, "yref": "paper", "y0": 0, "y1": 1,
@@ -458,10 +557,15 @@ def recovery_figure(plan: RecoveryPlan | None, files: Sequence[FileState], file_
     annotations = [{"x": plan.process_offset, "yref": "paper", "y": 1.0, "showarrow": False, "xanchor": "left",
                     "text": f"cut at {plan.process_offset:,}", "font": {"size": 10, "color": "#de2d26"}}]
     title = f"recovery ({plan.mode}, {plan.rocketmq_version}): stop — {plan.stop_reason or 'n/a'}"
-    return go.Figure(data=traces, layout=_base_layout(
+    return {"data": traces, "layout": _base_layout(
         title, height=240, shapes=shapes, annotations=annotations,
         xaxis={"title": {"text": "CommitLog offset (bytes)"}, "tickformat": ","},
-        yaxis={"categoryorder": "array", "categoryarray": ["walk", "candidates", "files"]}))
+        yaxis={"categoryorder": "array", "categoryarray": ["walk", "candidates", "files"]})}
+
+
+def recovery_figure(plan: RecoveryPlan | None, files: Sequence[FileState], file_size: int | None = None) -> go.Figure:
+    """:func:`recovery_spec` as a Figure."""
+    return to_figure(recovery_spec(plan, files, file_size))
 
 
 def recovery_steps_html(plan: RecoveryPlan | None) -> str:
@@ -493,15 +597,16 @@ def _local(ms: int, tz: Any) -> str:
 _DECISION_COLORS = {"delete": "#de2d26", "keep": "#31a354"}
 
 
-def cleanup_timeline_figure(plan: CleanupPlan) -> go.Figure:
+def cleanup_timeline_spec(plan: CleanupPlan) -> Spec:
     """Files on a time axis: a bar from last modification to expiry (mtime + fileReservedTime),
     coloured by the decision; "now" as a line; the delete-when hours shaded (whole hours, each
     day in range). Hover shows age, rule, why and the reason sentence."""
     tz = _tz_of(plan)
     files = list(plan.files)
     reserved = plan.file_reserved_time_ms
-    traces = [go.Bar(
-        name=decision, orientation="h", y=[f.name for f in fs], base=[_local(f.last_modified_ms, tz) for f in fs],
+    traces = [dict(
+        type="bar", name=decision, orientation="h", y=[f.name for f in fs],
+        base=[_local(f.last_modified_ms, tz) for f in fs],
         x=[reserved] * len(fs), marker={"color": _DECISION_COLORS.get(decision, "#999"), "opacity": 0.75},
         hovertext=[f"<b>{esc(f.name)}</b>: {esc(f.decision)} (rule {esc(f.rule)}, {esc(f.why)})<br>"
                    f"age {f.age_ms / _HOUR_MS:.1f} h of {reserved / _HOUR_MS:g} h reserved<br>{esc(f.reason)}"
@@ -527,31 +632,41 @@ def cleanup_timeline_figure(plan: CleanupPlan) -> go.Figure:
     annotations = [{"x": now, "yref": "paper", "y": 1.02, "showarrow": False, "text": f"now {plan.now_local[:16]}",
                     "font": {"size": 10, "color": "#08519c"}}]
     title = f"cleanup at {plan.now_local[:16]} (delete when {plan.delete_when}): {plan.summary()}"
-    return go.Figure(data=traces, layout=_base_layout(
+    return {"data": traces, "layout": _base_layout(
         title, height=max(220, 60 + _ROW_HEIGHT * len(files)), shapes=shapes, annotations=annotations,
         xaxis={"type": "date", "range": [_local(lo, tz), _local(hi, tz)], "title": {"text": f"local time ({plan.tz})"}},
-        yaxis={"autorange": "reversed"}, barmode="overlay"))
+        yaxis={"autorange": "reversed"}, barmode="overlay")}
 
 
-def disk_gauge_figure(plan: CleanupPlan) -> go.Figure:
+def cleanup_timeline_figure(plan: CleanupPlan) -> go.Figure:
+    """:func:`cleanup_timeline_spec` as a Figure."""
+    return to_figure(cleanup_timeline_spec(plan))
+
+
+def disk_gauge_spec(plan: CleanupPlan) -> Spec:
     """Disk usage vs the three thresholds: clean (diskMaxUsedSpaceRatio), clean forcibly, refuse
     writes (diskSpaceWarningLevelRatio)."""
     clean, force, refuse = (plan.disk_max_used_space_ratio * 100, plan.disk_space_clean_forcibly_ratio * 100,
                             plan.disk_space_warning_level_ratio * 100)
     value = plan.physic_ratio * 100
     unknown = value < 0
-    fig = go.Figure(go.Indicator(
-        mode="gauge+number", value=max(value, 0), number={"suffix": " %", "valueformat": ".0f"},
+    gauge = dict(
+        type="indicator", mode="gauge+number", value=max(value, 0), number={"suffix": " %", "valueformat": ".0f"},
         title={"text": "CommitLog disk used" + (" (unknown)" if unknown else "")},
         gauge={"axis": {"range": [0, 100]}, "bar": {"color": "#08519c"},
                "steps": [{"range": [0, clean], "color": "#e5f5e0"}, {"range": [clean, force], "color": "#fff7bc"},
                          {"range": [force, refuse], "color": "#fdae6b"}, {"range": [refuse, 100], "color": "#fb6a4a"}],
                "threshold": {"line": {"color": "#000", "width": 3}, "thickness": 0.8, "value": max(value, 0)}},
-    ))
-    fig.update_layout(height=230, margin={"l": 30, "r": 30, "t": 50, "b": 10}, annotations=[{
+    )
+    layout = {"height": 230, "margin": {"l": 30, "r": 30, "t": 50, "b": 10}, "annotations": [{
         "x": 0.5, "y": -0.05, "xref": "paper", "yref": "paper", "showarrow": False, "font": {"size": 10},
-        "text": f"clean > {clean:.0f} % · force > {force:.0f} % · refuse writes > {refuse:.0f} %"}])
-    return fig
+        "text": f"clean > {clean:.0f} % · force > {force:.0f} % · refuse writes > {refuse:.0f} %"}]}
+    return {"data": [gauge], "layout": layout}
+
+
+def disk_gauge_figure(plan: CleanupPlan) -> go.Figure:
+    """:func:`disk_gauge_spec` as a Figure."""
+    return to_figure(disk_gauge_spec(plan))
 
 
 def cleanup_table_html(plan: CleanupPlan) -> str:

@@ -86,8 +86,8 @@ class IndexView(View):
             self.picker.value = f.name
         items = index_items(f)
         self.lengths = figures.chain_lengths(items["key_hash"], f.hash_slot_num)
-        set_figure(self.heatmap, figures.index_heatmap_figure(self.lengths, title=f"index {f.name}"))
-        set_figure(self.histogram, figures.chain_histogram_figure(self.lengths))
+        set_figure(self.heatmap, figures.index_heatmap_spec(self.lengths, title=f"index {f.name}"))
+        set_figure(self.histogram, figures.chain_histogram_spec(self.lengths))
         if self.key:
             self._walk(f)
 
@@ -97,7 +97,7 @@ class IndexView(View):
         self._draw_walk()
 
     def _draw_walk(self) -> None:
-        fig = figures.index_walk_figure(self.walk, key=f"{self.topic}#{self.key}", upto=self.upto)
+        fig = figures.index_walk_spec(self.walk, key=f"{self.topic}#{self.key}", upto=self.upto)
         set_figure(self.walk_figure, fig)
 
     def walk_key(self, topic: str, key: str, *, upto: int | None = None) -> list[WalkStep]:

@@ -78,7 +78,7 @@ class MappedFileView(View):
             ghosts.append(FileState(f.name, f.start, f.size, f.wrote, f.committed, f.flushed, "deleted",
                                     round(1.0 - age / self.fade_s, 3)))
         self.ghosts = ghosts
-        set_figure(self.figure, figures.mapped_files_figure(state, ghosts))
+        set_figure(self.figure, figures.mapped_files_spec(state, ghosts))
         if ghosts:
             self.throttle.mark("fade")  # keep fading at the throttle's rate
         options = self.source.queues()

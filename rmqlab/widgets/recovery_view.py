@@ -47,5 +47,5 @@ class RecoveryView(View):
     def _update(self, flags: frozenset[str]) -> None:
         self.plan = self._explicit if self._explicit is not None else self.source.recovery_plan()
         files = self.source.queue_state(COMMITLOG).files
-        set_figure(self.figure, figures.recovery_figure(self.plan, files))
+        set_figure(self.figure, figures.recovery_spec(self.plan, files))
         self.steps.value = figures.recovery_steps_html(self.plan)

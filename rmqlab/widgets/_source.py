@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from rmqlab.store.message_store import MessageStore
     from rmqlab.store.recovery import RecoveryPlan
 
-__all__ = ["COMMITLOG", "INDEX", "FileState", "QueueState", "RecordInfo", "Source", "WalkStep", "as_source"]
+__all__ = ["COMMITLOG", "INDEX", "FileState", "MemoryQueueState", "MemoryState", "QueueState", "RecordInfo", "Source",
+           "WalkStep", "as_source"]
 
 COMMITLOG = "commitlog"
 INDEX = "index"
@@ -100,6 +101,44 @@ class WalkStep:
     message_found: bool
     message_has_key: bool
     collision: bool
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryQueueState:
+    """One queue of a memory topic: offsets held ``[min_offset, max_offset)`` and their bytes
+    (``held_bytes`` None when the engine does not say)."""
+
+    topic: str
+    queue_id: int
+    min_offset: int
+    max_offset: int
+    held_bytes: int | None = None
+
+    @property
+    def held(self) -> int:
+        return self.max_offset - self.min_offset
+
+    @property
+    def evicted(self) -> int:
+        """Messages evicted from this queue: offsets start at 0 and live in RAM only, so every
+        offset below the oldest held one was evicted."""
+        return self.min_offset
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryState:
+    """The memory store of a live store (``enabled`` False: memory topics off, or a snapshot)."""
+
+    enabled: bool
+    threshold: int = 0
+    total_bytes: int = 0
+    count: int = 0
+    evicted_count: int = 0
+    evicted_bytes: int = 0
+    queues: tuple[MemoryQueueState, ...] = ()
+
+    def topics(self) -> list[str]:
+        return sorted({q.topic for q in self.queues})
 
 
 def as_source(target: Any) -> Source:
@@ -319,6 +358,24 @@ class Source:
             out.append(WalkStep(s, slot, msg is not None, has, bool(s.hash_matches and s.time_in_window and not has)))
         return out
 
+    # ------------------------------------------------------------------ memory store
+    def memory_state(self) -> MemoryState:
+        """Totals, threshold and per-queue offsets of the live store's memory store."""
+        mem = self.store.memory_store if self.store is not None else None
+        if mem is None:
+            return MemoryState(False)
+        queues = []
+        for topic in mem.topics():
+            for qid in mem.queue_ids(topic):
+                queues.append(MemoryQueueState(topic, qid, mem.get_min_offset_in_queue(topic, qid),
+                                               mem.get_max_offset_in_queue(topic, qid)))
+        sizes = _memory_queue_bytes(mem)
+        if sizes is not None:
+            queues = [MemoryQueueState(q.topic, q.queue_id, q.min_offset, q.max_offset,
+                                       sizes.get((q.topic, q.queue_id), 0)) for q in queues]
+        return MemoryState(True, mem.threshold, mem.message_total_size, mem.message_count, mem.evicted_count,
+                           mem.evicted_bytes, tuple(queues))
+
     # ------------------------------------------------------------------ plans
     def recovery_plan(self) -> RecoveryPlan | None:
         """The plan the live store recovered with, or what recovery would do to the snapshot."""
@@ -331,6 +388,21 @@ class Source:
         if self.store is not None:
             return self.store.plan_cleanup(now_ms=now_ms, disk_ratio=disk_ratio)
         return self.snapshot.explain_cleanup(now=now_ms, disk_ratio=disk_ratio)  # type: ignore[union-attr]
+
+
+def _memory_queue_bytes(mem: Any) -> dict[tuple[str, int], int] | None:
+    """Bytes held per (topic, queue) of a ``MemoryMessageStore``. The engine has no public
+    accessor for this, so it reads the queues under the store's lock; None if their shape is not
+    the expected one (the view then shows totals only)."""
+    lock, queues = getattr(mem, "_lock", None), getattr(mem, "_queues", None)
+    if lock is None or not isinstance(queues, dict):
+        return None
+    try:
+        with lock:
+            return {(t, qid): sum(len(r) for r in q.data[q.head:] if r is not None)
+                    for t, by_id in queues.items() for qid, q in by_id.items()}
+    except (AttributeError, TypeError):
+        return None
 
 
 def _parse_cq(queue: str) -> tuple[str, int]:

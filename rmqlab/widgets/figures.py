@@ -31,7 +31,7 @@ from rmqlab.codec.message import BlankRecord, MessageRecord, host_length, store_
 if TYPE_CHECKING:
     from rmqlab.store.cleanup import CleanupPlan
     from rmqlab.store.recovery import RecoveryPlan
-    from rmqlab.widgets._source import FileState, QueueState, RecordInfo, WalkStep
+    from rmqlab.widgets._source import FileState, MemoryState, QueueState, RecordInfo, WalkStep
 
 __all__ = [
     "STATUS_COLORS",
@@ -56,6 +56,9 @@ __all__ = [
     "index_walk_spec",
     "mapped_files_figure",
     "mapped_files_spec",
+    "memory_store_figure",
+    "memory_store_spec",
+    "memory_table_html",
     "record_html",
     "recovery_figure",
     "recovery_spec",
@@ -678,6 +681,71 @@ def cleanup_table_html(plan: CleanupPlan) -> str:
     return (f"<div><b>{esc(plan.summary())}</b></div><table class='rmq-cleanup' style='font-size:12px'>"
             "<tr><th>file</th><th>age</th><th>rule</th><th>decision</th><th>why</th><th>reason</th></tr>"
             + rows + "</table>" + (f"<ul style='font-size:11px'>{marks}</ul>" if marks else ""))
+
+
+# ---------------------------------------------------------------------------------------------
+# memory store
+
+def memory_store_spec(state: MemoryState) -> Spec:
+    """Bytes held per memory topic and by all topics together, as bars against the threshold (a
+    dashed line): the store evicts the putting topic's oldest messages when a put would cross it.
+    Hover: each topic's queues with the offsets held and how many were evicted."""
+    if not state.enabled:
+        return {"data": [], "layout": _base_layout("memory store: not enabled (memory_topic_enable=False, or a "
+                                                   "snapshot: memory topics live in RAM only)", height=160)}
+    topics = state.topics()
+    by_topic = {t: [q for q in state.queues if q.topic == t] for t in topics}
+    sizes = [sum(q.held_bytes or 0 for q in by_topic[t]) for t in topics]
+    known = all(q.held_bytes is not None for q in state.queues)
+    hover = []
+    for t in topics:
+        qs = by_topic[t]
+        lines = "".join(f"<br>queue {q.queue_id}: offsets {q.min_offset}..{q.max_offset} ({q.held} held, "
+                        f"{q.evicted} evicted" + (f", {q.held_bytes:,} B" if q.held_bytes is not None else "") + ")"
+                        for q in qs)
+        hover.append(f"<b>{esc(t)}</b>: {sum(q.held for q in qs)} message(s) held, "
+                     f"{sum(q.evicted for q in qs)} evicted{lines}")
+    bars = {"type": "bar", "name": "held by topic", "orientation": "h", "y": [esc(t) for t in topics],
+            "x": sizes if known else [0] * len(topics), "hovertext": hover, "hoverinfo": "text",
+            "marker": {"color": [topic_color(t, topics) for t in topics]}}
+    total = {"type": "bar", "name": "all topics", "orientation": "h", "y": ["all topics"], "x": [state.total_bytes],
+             "hoverinfo": "text", "marker": {"color": "#08519c"},
+             "hovertext": [f"{state.total_bytes:,} of {state.threshold:,} bytes, {state.count} message(s); "
+                           f"{state.evicted_count} evicted ({state.evicted_bytes:,} bytes)"]}
+    shapes = [{"type": "line", "x0": state.threshold, "x1": state.threshold, "yref": "paper", "y0": 0, "y1": 1,
+               "line": {"color": "#de2d26", "dash": "dash", "width": 2}}]
+    annotations = [{"x": state.threshold, "yref": "paper", "y": 1.0, "yanchor": "top", "xanchor": "right",
+                    "showarrow": False, "text": f"threshold {state.threshold:,} B",
+                    "font": {"size": 10, "color": "#de2d26"}}]
+    share = state.total_bytes / state.threshold if state.threshold else 0.0
+    title = (f"memory store: {state.total_bytes:,} of {state.threshold:,} bytes ({share:.0%}), "
+             f"{state.count} message(s) held, {state.evicted_count} evicted")
+    layout = _base_layout(title, height=max(200, 90 + _ROW_HEIGHT * (len(topics) + 1)), shapes=shapes,
+                          annotations=annotations, showlegend=False,
+                          xaxis={"title": {"text": "bytes held"}, "tickformat": ",",
+                                 "range": [0, max(state.threshold, state.total_bytes, 1) * 1.05]},
+                          yaxis={"categoryorder": "array", "categoryarray": ["all topics", *reversed(
+                              [esc(t) for t in topics])]})
+    return {"data": [bars, total], "layout": layout}
+
+
+def memory_store_figure(state: MemoryState) -> go.Figure:
+    """:func:`memory_store_spec` as a Figure."""
+    return to_figure(memory_store_spec(state))
+
+
+def memory_table_html(state: MemoryState) -> str:
+    """Per memory queue: offsets held, messages held and evicted, bytes. All text escaped."""
+    if not state.enabled:
+        return "<i>no memory store</i>"
+    rows = "".join(
+        f"<tr><td>{esc(q.topic)}</td><td>{q.queue_id}</td><td>{q.min_offset}</td><td>{q.max_offset}</td>"
+        f"<td>{q.held}</td><td>{q.evicted}</td><td>{'?' if q.held_bytes is None else f'{q.held_bytes:,}'}</td></tr>"
+        for q in state.queues)
+    return (f"<div><b>{state.count}</b> message(s), <b>{state.total_bytes:,}</b> of {state.threshold:,} bytes; "
+            f"evicted {state.evicted_count} ({state.evicted_bytes:,} bytes)</div>"
+            "<table class='rmq-memory' style='font-size:12px'><tr><th>topic</th><th>queue</th><th>min offset</th>"
+            "<th>max offset</th><th>held</th><th>evicted</th><th>bytes</th></tr>" + rows + "</table>")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,41 @@
+"""MemoryStoreView: what the memory store holds per memory topic, against its threshold."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from rmqlab.events import MemoryEvicted
+from rmqlab.widgets import figures
+from rmqlab.widgets._base import View, set_figure
+from rmqlab.widgets._source import MemoryState
+
+__all__ = ["MemoryStoreView"]
+
+
+class MemoryStoreView(View):
+    """Bytes held per memory topic and in all, against the threshold; a table per queue of the
+    offsets held (min..max), messages held and evicted, and bytes.
+
+    A memory put that evicts publishes ``MemoryEvicted`` and the view follows it; a put that
+    evicts nothing publishes no event, so call :meth:`refresh` after such puts (the notebook's
+    buttons do). State: ``state`` (:class:`~rmqlab.widgets._source.MemoryState`).
+    """
+
+    ROUTES: ClassVar[dict[type, tuple[str, ...]]] = {MemoryEvicted: ("memory",)}
+
+    def __init__(self, source: Any, **kwargs: Any) -> None:
+        self.state = MemoryState(False)
+        super().__init__(source, **kwargs)
+
+    def _build(self) -> None:
+        import ipywidgets as w
+        import plotly.graph_objects as go
+
+        self.figure = go.FigureWidget()
+        self.table = w.HTML()
+        self.widget = w.VBox([self.figure, self.table])
+
+    def _update(self, flags: frozenset[str]) -> None:
+        self.state = state = self.source.memory_state()
+        set_figure(self.figure, figures.memory_store_spec(state))
+        self.table.value = figures.memory_table_html(state)

@@ -80,9 +80,11 @@ __all__ = [
     "encode_into",
     "encode_message",
     "encode_message_parts",
+    "head_struct",
     "host_length",
     "needs_blank",
     "store_timestamp_position",
+    "topic_field",
 ]
 
 MAGIC_CODE_POSITION = 4
@@ -418,6 +420,22 @@ def _topic_field(topic: str, version: int | None) -> tuple[int, int, bytes]:
             raise ValueError(f"topic is {len(topic_b)} UTF-8 bytes; at most 32767")
         return 2, MESSAGE_MAGIC_CODE_V2, _H.pack(len(topic_b)) + topic_b
     raise ValueError(f"version must be 1 or 2, not {version!r}")
+
+
+def topic_field(topic: str, version: int | None) -> tuple[int, int, bytes]:
+    """``(version, magic, TOPICLENGTH + TOPIC bytes)`` as :func:`encode_message_parts` writes
+    them (cached per topic); raises ValueError when the topic does not fit the version."""
+    return _topic_field(topic, version)
+
+
+@lru_cache(maxsize=8)
+def head_struct(born_ip_len: int, store_ip_len: int) -> struct.Struct:
+    """The fixed head, TOTALSIZE .. BODYLENGTH, as one ``struct.Struct`` for hosts with
+    ``born_ip_len``/``store_ip_len``-byte addresses (4 or 16): fields in record order, the two
+    hosts as ``(ip bytes, port)`` pairs. Lets a writer pack the whole head with one call."""
+    if born_ip_len not in (4, 16) or store_ip_len not in (4, 16):
+        raise ValueError(f"ip lengths must be 4 or 16, not {born_ip_len}/{store_ip_len}")
+    return struct.Struct(f">iiiiiqqiq{born_ip_len}siq{store_ip_len}siiqi")
 
 
 def encode_message(

@@ -75,6 +75,8 @@ if TYPE_CHECKING:
 
 __all__ = ["MessageStore"]
 
+_perf_ns = time.perf_counter_ns
+_PUT_OK = PutMessageStatus.PUT_OK
 _LONG_MAX = 2**63 - 1
 _LONG_MIN = -(2**63)
 _CQ_UNIT = 20
@@ -569,26 +571,29 @@ class MessageStore:
     # ------------------------------------------------------------------ writing
     def put_message(self, msg: Message) -> PutMessageResult:
         """Append one message (and, in SYNC_FLUSH mode, wait until it is on disk)."""
-        started = time.perf_counter_ns()
+        started = _perf_ns()
         if self.is_shutdown or not self.started:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason="store is not running")
-        if self._is_memory_topic(msg.topic):
-            return self.memory_store.put_message(msg)  # type: ignore[union-attr]
+        if self.memory_store is not None and self._is_memory_topic(msg.topic):
+            return self.memory_store.put_message(msg)
         result = self.commit_log.put_message(msg)
-        if result.ok:
+        if result.status is _PUT_OK:
             result = self._after_put(result)
-        self.stats.record_put(result.ok, result.wrote_bytes, 1, started)
+            ok = result.status is _PUT_OK
+            self.stats.record_put(ok, result.append_result.wrote_bytes if ok else 0, 1, started)  # type: ignore[union-attr]
+        else:
+            self.stats.record_put(False, 0, 1, started)
         return result
 
     def put_messages(self, msgs: Sequence[Message]) -> PutMessageResult:
         """Append a batch of messages of one topic and queue."""
-        started = time.perf_counter_ns()
+        started = _perf_ns()
         if self.is_shutdown or not self.started:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason="store is not running")
-        if msgs and self._is_memory_topic(msgs[0].topic):
-            return self.memory_store.put_messages(msgs)  # type: ignore[union-attr]
+        if msgs and self.memory_store is not None and self._is_memory_topic(msgs[0].topic):
+            return self.memory_store.put_messages(msgs)
         result = self.commit_log.put_messages(msgs)
-        if result.ok:
+        if result.status is _PUT_OK:
             result = self._after_put(result)
         self.stats.record_put(result.ok, result.wrote_bytes, len(msgs), started)
         return result

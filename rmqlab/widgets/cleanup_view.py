@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 from rmqlab.events import CleanupDecision, FileCreated, FileDeleted, Rolled
 from rmqlab.widgets import figures
-from rmqlab.widgets._base import View, set_figure
+from rmqlab.widgets._base import View, figure_widget, set_figure
 
 __all__ = ["CleanupView"]
 
@@ -37,10 +37,9 @@ class CleanupView(View):
 
     def _build(self) -> None:
         import ipywidgets as w
-        import plotly.graph_objects as go
 
-        self.timeline = go.FigureWidget()
-        self.gauge = go.FigureWidget()
+        self.timeline = figure_widget()
+        self.gauge = figure_widget()
         self.hours_ahead = w.FloatSlider(value=self._hours0, min=0, max=self._max_hours, step=1,
                                          description="hours ahead", continuous_update=False,
                                          style={"description_width": "initial"})

@@ -8,7 +8,7 @@ import numpy as np
 
 from rmqlab.events import Appended, FileDeleted, FileTruncated, Rolled
 from rmqlab.widgets import figures
-from rmqlab.widgets._base import ALL, View, set_figure
+from rmqlab.widgets._base import ALL, View, figure_widget, set_figure
 from rmqlab.widgets._source import COMMITLOG, RecordInfo
 
 __all__ = ["CommitLogView"]
@@ -51,9 +51,8 @@ class CommitLogView(View):
 
     def _build(self) -> None:
         import ipywidgets as w
-        import plotly.graph_objects as go
 
-        self.figure = go.FigureWidget()
+        self.figure = figure_widget()
         self.detail = w.HTML("<i>click a record to decode it</i>")
         self.widget = w.VBox([self.figure, self.detail])
 

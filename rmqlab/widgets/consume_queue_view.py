@@ -9,7 +9,7 @@ import numpy as np
 from rmqlab.codec.consume_queue_unit import CQ_UNIT_DTYPE
 from rmqlab.events import Appended, Dispatched, FileDeleted, FileTruncated
 from rmqlab.widgets import figures
-from rmqlab.widgets._base import View, set_figure
+from rmqlab.widgets._base import View, figure_widget, set_figure
 
 __all__ = ["ConsumeQueueView"]
 
@@ -45,9 +45,8 @@ class ConsumeQueueView(View):
 
     def _build(self) -> None:
         import ipywidgets as w
-        import plotly.graph_objects as go
 
-        self.figure = go.FigureWidget()
+        self.figure = figure_widget()
         self.picker = w.Dropdown(options=[], description="queue")
         self.picker.observe(self._on_pick, names="value")
         self.table = w.HTML()

@@ -9,7 +9,7 @@ import numpy as np
 from rmqlab.events import FileDeleted, IndexFileRolled, IndexPut
 from rmqlab.inspect.frames import index_items
 from rmqlab.widgets import figures
-from rmqlab.widgets._base import View, set_figure
+from rmqlab.widgets._base import View, figure_widget, set_figure
 from rmqlab.widgets._source import WalkStep
 
 __all__ = ["IndexView"]
@@ -39,11 +39,10 @@ class IndexView(View):
 
     def _build(self) -> None:
         import ipywidgets as w
-        import plotly.graph_objects as go
 
-        self.heatmap = go.FigureWidget()
-        self.histogram = go.FigureWidget()
-        self.walk_figure = go.FigureWidget()
+        self.heatmap = figure_widget()
+        self.histogram = figure_widget()
+        self.walk_figure = figure_widget()
         self.picker = w.Dropdown(options=[], description="file")
         self.picker.observe(self._on_pick, names="value")
         self.topic_box = w.Text(value=self.topic, description="topic")

@@ -18,7 +18,7 @@ from rmqlab.events import (
     Rolled,
 )
 from rmqlab.widgets import figures
-from rmqlab.widgets._base import View, set_figure
+from rmqlab.widgets._base import View, figure_widget, set_figure
 from rmqlab.widgets._source import COMMITLOG, FileState, QueueState
 
 __all__ = ["MappedFileView"]
@@ -46,9 +46,8 @@ class MappedFileView(View):
 
     def _build(self) -> None:
         import ipywidgets as w
-        import plotly.graph_objects as go
 
-        self.figure = go.FigureWidget()
+        self.figure = figure_widget()
         self.queue_picker = w.Dropdown(options=self.source.queues(), value=self.queue, description="queue")
         self.queue_picker.observe(self._on_queue, names="value")
         self.widget = w.VBox([self.queue_picker, self.figure])

@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 from rmqlab.events import MemoryEvicted
 from rmqlab.widgets import figures
-from rmqlab.widgets._base import View, set_figure
+from rmqlab.widgets._base import View, figure_widget, set_figure
 from rmqlab.widgets._source import MemoryState
 
 __all__ = ["MemoryStoreView"]
@@ -29,9 +29,8 @@ class MemoryStoreView(View):
 
     def _build(self) -> None:
         import ipywidgets as w
-        import plotly.graph_objects as go
 
-        self.figure = go.FigureWidget()
+        self.figure = figure_widget()
         self.table = w.HTML()
         self.widget = w.VBox([self.figure, self.table])
 

@@ -257,3 +257,23 @@ def test_dashboard_controls_drive_the_store(lab: str, page: Any) -> None:
     page.wait_for_function("(t) => document.body.innerText !== t", arg=before, timeout=30_000, polling=250)
     expect(dashboard.locator(".js-plotly-plot").first).to_be_visible(timeout=30_000)
     dashboard.screenshot(path=str(ARTIFACTS / "06_dashboard.png"))
+
+
+def test_memory_store_view_follows_puts(lab: str, page: Any) -> None:
+    """Notebook 08's MemoryStoreView: bytes per memory topic against the threshold, the per-queue
+    table, and the "put 10" button moving both."""
+    open_and_run(page, lab, "08_memory_store.ipynb")
+    out = output_with_plot(page, 0)
+    out.scroll_into_view_if_needed()
+    expect = sync_api.expect
+    title = out.locator(".gtitle").first
+    expect(title).to_contain_text("memory store:", timeout=20_000)
+    assert "evicted" in (title.text_content() or "")
+    table = out.locator("table.rmq-memory")
+    expect(table).to_be_visible(timeout=20_000)
+    assert "Prices" in table.inner_text()
+    assert "threshold" in (out.locator(".annotation-text").first.text_content() or "")
+    before = title.text_content() or ""
+    out.get_by_role("button", name="put 10").click()
+    expect(out.locator(".gtitle").first).not_to_have_text(before, timeout=20_000)
+    shot(page, "08_memory_store")

@@ -116,11 +116,20 @@ class UniqKeyGenerator:
 
     def create(self, now_ms: int, tz: _dt.tzinfo) -> str:
         """Next UNIQ_KEY at ``now_ms``; month start recomputed once ``now`` passes it."""
-        if now_ms >= self._next_start_ms:
-            self._start_ms, self._next_start_ms = month_start_ms(now_ms, tz)
         counter = self.counter
         self.counter = (counter + 1) & 0xFFFFFFFF
+        return f"{self.time_prefix(now_ms, tz)}{counter & 0xFFFF:04X}"
+
+    def time_prefix(self, now_ms: int, tz: _dt.tzinfo) -> str:
+        """The key without its 4 counter digits: ``fix + hex8(now - monthStart)``.
+
+        Uses no counter, so writers can share one generator across threads and draw counters
+        from an atomic source (``itertools.count``); a racing month roll only recomputes the
+        same month twice.
+        """
+        if now_ms >= self._next_start_ms:
+            self._start_ms, self._next_start_ms = month_start_ms(now_ms, tz)
         diff = now_ms - self._start_ms
         if 0 <= diff < 0x80000000:  # the usual case: one f-string, no int-cast arithmetic
-            return f"{self.fix_string}{diff:08X}{counter & 0xFFFF:04X}"
-        return uniq_key(self.fix_string, now_ms, self._start_ms, counter)
+            return f"{self.fix_string}{diff:08X}"
+        return uniq_key(self.fix_string, now_ms, self._start_ms, 0)[:-4]

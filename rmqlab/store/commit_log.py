@@ -13,9 +13,11 @@ Thread-safety: ``put_message``/``put_messages`` serialise on ``put_lock``; reade
 
 from __future__ import annotations
 
+import itertools
 import os
 import struct
 import threading
+import zlib
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -30,7 +32,9 @@ from rmqlab.codec.message import (
     MessageRecord,
     decode_message,
     encode_message_parts,
+    head_struct,
     store_timestamp_position,
+    topic_field,
 )
 from rmqlab.codec.msg_id import UniqKeyGenerator, create_offset_msg_id, ip_to_bytes
 from rmqlab.codec.names import validate_topic
@@ -93,6 +97,59 @@ class EncodedRecord:
         self.queue_offset = 0
 
 
+_V6_FLAGS = flags.BORNHOST_V6_FLAG | flags.STOREHOSTADDRESS_V6_FLAG
+_KEYS = flags.PROPERTY_KEYS
+_UNIQ = flags.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+# Stand-ins for the two per-message property values while a shape's template is built: clean
+# (no 0x01/0x02, non-empty) so the builder's map is kept, and never part of a real tag or name.
+_PH_KEYS = "\x00\x00rmqlab-keys\x00\x00"
+_PH_UNIQ = "\x00\x00rmqlab-uniq\x00\x00"
+_MAX_SHAPES = 4096
+_crc32 = zlib.crc32
+_PUT_OK = PutMessageStatus.PUT_OK
+_APPEND_OK = AppendMessageStatus.PUT_OK
+
+
+class _Shape:
+    """Everything a put needs that depends only on a message's *shape* (topic, tags, born host,
+    sys flag, WAIT, delay level, whether it has keys), computed once by the exact encoder.
+
+    The properties' on-disk order depends only on the set of property names, so the bytes are
+    ``seg0 + first + seg1 + second + seg2`` where first/second are the KEYS string and the
+    UNIQ_KEY in the order the template found them (``keys_first``); without keys it is
+    ``seg0 + uniq + seg1``. ``parsed`` is the reader's map with the two values to fill in.
+    """
+
+    __slots__ = ("born_ip", "born_port", "fixed", "gets_queue_offset", "head", "keys_first", "magic", "parsed",
+                 "queue_keys", "seg0", "seg1", "seg2", "sys_flag", "tags_code", "topic", "topic_tail", "ts_pos")
+
+    def __init__(self, topic: str, head: struct.Struct, magic: int, topic_tail: bytes, sys_flag: int,
+                 born_ip: bytes, born_port: int, tags_code: int, segs: tuple[str, str, str], keys_first: bool,
+                 parsed: dict[str, str]) -> None:
+        self.topic = topic
+        self.head = head
+        self.magic = magic
+        self.topic_tail = topic_tail
+        self.sys_flag = sys_flag
+        self.born_ip = born_ip
+        self.born_port = born_port
+        self.ts_pos = store_timestamp_position(sys_flag)
+        self.gets_queue_offset = (sys_flag & _TX_MASK) not in _NO_QUEUE_OFFSET
+        self.tags_code = tags_code
+        self.seg0, self.seg1, self.seg2 = segs
+        self.keys_first = keys_first
+        self.parsed = parsed
+        # record length without body and properties: head, topic field, PROPERTIESLENGTH
+        self.fixed = head.size + len(topic_tail) + 2
+        self.queue_keys: dict[int, str] = {}
+
+    def queue_key(self, queue_id: int) -> str:
+        key = self.queue_keys.get(queue_id)
+        if key is None:
+            key = self.queue_keys[queue_id] = f"{self.topic}-{queue_id}"
+        return key
+
+
 class CommitLog:
     """The store's single log. ``topic_queue_table`` maps ``"topic-queueId"`` to the next queue
     offset (4.9.8 keeps it here; the store rebuilds it from the consume queues at load)."""
@@ -125,7 +182,15 @@ class CommitLog:
         self.store_host = parse_host(config.store_host)
         self._msg_id_prefix = create_offset_msg_id(*self.store_host, 0)[:-16]
         self._uniq = UniqKeyGenerator(self.store_host[0], os.getpid() & 0xFFFF, id(self) & 0x7FFFFFFF)
-        self._uniq_lock = threading.Lock()
+        # UNIQ_KEY counters: next() on itertools.count is atomic under the GIL, so no lock;
+        # (now, time prefix) is cached as one tuple (read and replaced atomically).
+        self._uniq_counter = itertools.count()
+        self._uniq_prefix: tuple[int, str] = (-1, "")
+        # _Shape (or None: this shape always takes the exact path) per shape key; see put_message
+        self._shapes: dict[tuple, _Shape | None] = {}
+        self.fast_path = True  # False: every put takes the exact reference path (tests compare both)
+        self._max_message_size = config.max_message_size  # the config is frozen: read once
+        self._max_record_size = config.max_record_size
         self._tz = clock.tz()
         self._valid_topics: set[str] = set()
         self.confirm_offset = -1
@@ -268,12 +333,14 @@ class CommitLog:
             self._hosts[host] = got
         return got
 
-    def encode_record(self, msg: Message, now: int) -> EncodedRecord | PutMessageResult:
-        """Encode ``msg`` as a record with zero queue offset, physical offset and store time."""
-        uniq = msg.uniq_key or (msg.properties or {}).get(flags.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+    def encode_record(self, msg: Message, now: int, uniq: str | None = None) -> EncodedRecord | PutMessageResult:
+        """Encode ``msg`` as a record with zero queue offset, physical offset and store time.
+
+        ``uniq``: the UNIQ_KEY to use when the message brings none (the fast path passes the one
+        it already drew when it hands a message over, so no counter value is skipped)."""
+        uniq = msg.uniq_key or (msg.properties or {}).get(flags.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or uniq
         if not uniq:
-            with self._uniq_lock:
-                uniq = self._uniq.create(now, self._tz)
+            uniq = self.new_uniq_key(now)
         props, parsed = build_properties_and_map(
             msg, uniq, cluster=self.config.broker_cluster_name, rocketmq_version=self.config.rocketmq_version
         )
@@ -319,15 +386,214 @@ class CommitLog:
             dispatch,
         )
 
+    def new_uniq_key(self, now: int) -> str:
+        """The next UNIQ_KEY at ``now`` (MessageClientIDSetter: time prefix + 16-bit counter)."""
+        prefix = self._uniq_prefix
+        if prefix[0] != now:
+            prefix = self._uniq_prefix = (now, self._uniq.time_prefix(now, self._tz))
+        return f"{prefix[1]}{next(self._uniq_counter) & 0xFFFF:04X}"
+
+    def _shape(self, msg: Message, has_keys: bool) -> _Shape | None:
+        """Build the :class:`_Shape` of ``msg`` with the exact encoder, or None when messages
+        of this shape must take the exact path (invalid topic, SCHEDULE_TOPIC, properties the
+        reader would not parse back as built, an unusable host...)."""
+        topic = msg.topic
+        if self._store_ip is None or topic == flags.SCHEDULE_TOPIC:
+            return None
+        try:
+            if topic not in self._valid_topics:
+                validate_topic(topic)
+                self._valid_topics.add(topic)
+            born_ip, born_port = self._host(msg.born_host)
+            _version, magic, tail = topic_field(topic, self._version)
+            probe = Message(topic, b"", tags=msg.tags, keys=_PH_KEYS if has_keys else (), born_host=msg.born_host,
+                            sys_flag=msg.sys_flag, delay_time_level=msg.delay_time_level,
+                            wait_store_msg_ok=msg.wait_store_msg_ok)
+            props, parsed = build_properties_and_map(
+                probe, _PH_UNIQ, cluster=self.config.broker_cluster_name, rocketmq_version=self.config.rocketmq_version
+            )
+            head = head_struct(len(born_ip), len(self._store_ip))
+        except (InvalidTopic, ValueError, TypeError):
+            return None
+        if parsed is None or parsed.get(_UNIQ) != _PH_UNIQ or (has_keys and parsed.get(_KEYS) != _PH_KEYS):
+            return None
+        text = props.decode("utf-8")
+        if text.count(_PH_UNIQ) != 1 or text.count(_PH_KEYS) != (1 if has_keys else 0):
+            return None
+        sys_flag = msg.sys_flag & ~_V6_FLAGS
+        if len(born_ip) == 16:
+            sys_flag |= flags.BORNHOST_V6_FLAG
+        if len(self._store_ip) == 16:
+            sys_flag |= flags.STOREHOSTADDRESS_V6_FLAG
+        iu = text.index(_PH_UNIQ)
+        if has_keys:
+            ik = text.index(_PH_KEYS)
+            (a, pa), (b, pb) = sorted([(ik, _PH_KEYS), (iu, _PH_UNIQ)])
+            segs = (text[:a], text[a + len(pa) : b], text[b + len(pb) :])
+            keys_first = ik < iu
+        else:
+            segs = (text[:iu], text[iu + len(_PH_UNIQ) :], "")
+            keys_first = False
+        tags = parsed.get(flags.PROPERTY_TAGS)
+        return _Shape(topic, head, magic, tail, sys_flag, born_ip, born_port, java_hash(tags) if tags else 0, segs,
+                      keys_first, parsed)
+
+    def _encode_fast(self, msg: Message, now: int, drawn: list[str]) -> tuple | None:
+        """The per-message part of the fast path: ``(shape, total, crc, props-tail, dispatch,
+        born timestamp)``, or None when ``msg`` must take the exact path (whose answer,
+        refusal or record, is then the reference). Same bytes and hint as :meth:`encode_record`.
+        Appends the UNIQ_KEY it used to ``drawn`` once it has one (see ``encode_batch``)."""
+        if msg.properties:
+            return None
+        keys = msg.keys
+        try:
+            if not keys:
+                ks = ""
+            elif keys.__class__ is str:
+                ks = keys
+            else:
+                ks = " ".join(keys) if "" not in keys else " ".join([k for k in keys if k])
+            skey = (msg.topic, msg.tags, msg.born_host, msg.sys_flag, msg.wait_store_msg_ok, msg.delay_time_level,
+                    not ks)
+            shape = self._shapes.get(skey, False)
+        except TypeError:  # non-str keys, unhashable host...: let the exact path answer
+            return None
+        if shape is False:
+            if len(self._shapes) >= _MAX_SHAPES:
+                self._shapes.clear()
+            shape = self._shapes[skey] = self._shape(msg, bool(ks))
+        if shape is None or (ks and ("\x01" in ks or "\x02" in ks)):
+            return None
+        body = msg.body
+        if len(body) > self._max_message_size or msg.queue_id < 0:
+            return None
+        uniq = msg.uniq_key
+        if not uniq:
+            uniq = self.new_uniq_key(now)
+            drawn.append(uniq)  # from here on a fallback must reuse it (no counter value skipped)
+        elif uniq.__class__ is not str or "\x01" in uniq or "\x02" in uniq:
+            return None
+        else:
+            drawn.append(uniq)
+        parsed = shape.parsed.copy()
+        parsed[_UNIQ] = uniq
+        if ks:
+            parsed[_KEYS] = ks
+            if shape.keys_first:
+                props = f"{shape.seg0}{ks}{shape.seg1}{uniq}{shape.seg2}".encode()
+            else:
+                props = f"{shape.seg0}{uniq}{shape.seg1}{ks}{shape.seg2}".encode()
+        else:
+            props = f"{shape.seg0}{uniq}{shape.seg1}".encode()
+        plen = len(props)
+        total = shape.fixed + len(body) + plen
+        if plen > _MAX_PROPERTIES_LENGTH or total > self._max_record_size:
+            return None
+        born = msg.born_timestamp
+        return (
+            shape, total, _crc32(body) & 0x7FFFFFFF, shape.topic_tail + plen.to_bytes(2, "big") + props,
+            (shape.topic, msg.queue_id, shape.tags_code, ks or None, uniq, shape.sys_flag,
+             msg.prepared_transaction_offset, parsed),
+            now if born is None else born,
+        )  # fmt: skip
+
     def put_message(self, msg: Message) -> PutMessageResult:
-        """Append one message; returns PUT_OK with its msgId, offsets and store timestamp."""
+        """Append one message; returns PUT_OK with its msgId, offsets and store timestamp.
+
+        Fast path: encode from the message's cached shape (no intermediate record object) and,
+        under the put lock, pack the head with its final queue offset, physical offset and store
+        time straight into the mapped file, then copy body and tail. Anything unusual (a refusal,
+        a file roll, user properties, SCHEDULE_TOPIC...) takes the exact path below.
+        """
+        drawn: list[str] = []
+        now = self.clock.now_ms()
+        if self.fast_path and self.writeable:
+            fast = self._encode_fast(msg, now, drawn)
+            if fast is not None:
+                result = self._put_fast(msg, fast)
+                if result is not None:
+                    return result
         bad = self.check_message(msg)
         if bad is not None:
             return bad
-        enc = self.encode_record(msg, self.clock.now_ms())
+        # the UNIQ_KEY and time the fast path already drew, if any: the record it would have made
+        enc = self.encode_record(msg, now, drawn[0] if drawn else None)
         if isinstance(enc, PutMessageResult):
             return enc
         return self._put([enc])
+
+    def _put_fast(self, msg: Message, enc: tuple) -> PutMessageResult | None:
+        """Write one fast-encoded record at the end of the last file; None (nothing changed)
+        when it does not fit there or the log is not writeable: the caller takes the exact path."""
+        shape, total, crc, tail, dispatch, born = enc
+        body = msg.body
+        head = shape.head
+        mf = None
+        with self.put_lock:
+            if not self.writeable:
+                return None
+            files = self.mapped_file_queue.mapped_files
+            mf = files[-1] if files else None
+            if mf is None or mf.read_only or mf.wrote_position + total + 8 > mf.file_size:
+                mf = self._fast_roll(mf, total)
+                if mf is None:
+                    return None
+            pos = mf.wrote_position
+            gets_q = shape.gets_queue_offset
+            qkey = shape.queue_keys.get(dispatch[1]) or shape.queue_key(dispatch[1])
+            table = self.topic_queue_table
+            q = table.get(qkey, 0) if gets_q else 0
+            now = self.clock.now_ms()
+            phys = mf.file_from_offset + pos
+            target = mf.write_target
+            head.pack_into(
+                target, pos, total, shape.magic, crc, dispatch[1], msg.flag, q, phys, shape.sys_flag, born,
+                shape.born_ip, shape.born_port, now, self._store_ip, self.store_host[1], msg.reconsume_times,
+                dispatch[6], len(body),
+            )  # fmt: skip
+            p = pos + head.size
+            end = p + len(body)
+            target[p:end] = body
+            target[end : pos + total] = tail
+            hints = self.dispatch_hints
+            if len(hints) >= _MAX_DISPATCH_HINTS:
+                hints.clear()
+            hints[phys] = (total, q, now, shape.ts_pos, dispatch)
+            if gets_q:
+                table[qkey] = q + 1
+            mf.wrote_position = pos + total
+            mf.store_timestamp = now
+            if self.bus.active:
+                self.bus.publish(Appended("commitlog", mf.name, phys, total, pos + total))
+        result = _new_append_result(_APPEND_OK, phys, total, f"{self._msg_id_prefix}{phys:016X}", now, q, 1)
+        if self.on_put is not None:
+            self.on_put(result)
+        return _new_put_result(_PUT_OK, result)
+
+    def _fast_roll(self, mf: MappedFile | None, total: int) -> MappedFile | None:
+        """Under the put lock, when ``total`` bytes do not fit in ``mf`` (the last file): what
+        :meth:`_put` does then (blank record, next file), up to a file they fit in; None when
+        only the exact path can go on, from the state this leaves (identical to its own)."""
+        if total + 8 > self.file_size:  # fits no file: the exact path refuses it (after its blanks)
+            return None
+        if mf is None or mf.is_full():
+            mf = self._writable_file()
+            if mf is None or mf.read_only:
+                return None
+            if total + 8 <= mf.file_size - mf.wrote_position:
+                return mf
+        if mf.read_only:
+            return None
+        pos = mf.wrote_position
+        max_blank = mf.file_size - pos
+        _BLANK.pack_into(mf.write_target, pos, max_blank, flags.BLANK_MAGIC_CODE)
+        mf.advance_wrote_position(max_blank)
+        if self.bus.active:
+            self.bus.publish(Rolled("commitlog", mf.name, "", mf.file_from_offset + pos, max_blank))
+        mf = self._writable_file()
+        if mf is None or mf.read_only or total + 8 > mf.file_size - mf.wrote_position:
+            return None
+        return mf
 
     def put_messages(self, msgs: Sequence[Message]) -> PutMessageResult:
         """Append a batch (one topic and queue) as consecutive records sharing one store time.
@@ -335,17 +601,98 @@ class CommitLog:
         Like RocketMQ's ``MessageExtBatch``: if the whole batch does not fit in the current
         file, none of it is written there; the batch body must be <= ``max_message_size``.
         """
-        encoded = self.encode_batch(msgs)
+        drawn: list[str] = []
+        if self.fast_path and self.writeable and msgs:
+            result = self._put_batch_fast(msgs, drawn)
+            if result is not None:
+                return result
+        encoded = self.encode_batch(msgs, uniqs=drawn)
         if isinstance(encoded, PutMessageResult):
             return encoded
         return self._put(encoded)
 
+    def _put_batch_fast(self, msgs: Sequence[Message], drawn: list[str]) -> PutMessageResult | None:
+        """:meth:`put_messages` for a batch every message of which the fast path encodes: one
+        lock, one file check, heads packed in place, one result. None (nothing written) sends
+        the batch to the exact path, which then gives the answer (refusal or records)."""
+        first = msgs[0]
+        topic, queue_id = first.topic, first.queue_id
+        now = self.clock.now_ms()
+        encode = self._encode_fast
+        encs = []
+        batch_body = 0
+        for m in msgs:
+            if m.topic != topic or m.queue_id != queue_id or m.sys_flag & _TX_MASK:
+                return None
+            enc = encode(m, now, drawn)
+            if enc is None:
+                return None
+            encs.append(enc)
+            # MessageDecoder.encodeMessages: 22 + body + properties = 20 + record - fixed part
+            batch_body += 22 + enc[1] - enc[0].fixed
+        if batch_body > self._max_message_size:
+            return None
+        total_all = sum([e[1] for e in encs])
+        n = len(encs)
+        with self.put_lock:
+            if not self.writeable:
+                return None
+            files = self.mapped_file_queue.mapped_files
+            mf = files[-1] if files else None
+            if mf is None or mf.read_only or mf.wrote_position + total_all + 8 > mf.file_size:
+                mf = self._fast_roll(mf, total_all)
+                if mf is None:
+                    return None
+            pos = mf.wrote_position
+            qkey = encs[0][0].queue_key(queue_id)  # no transactions: every record gets an offset
+            table = self.topic_queue_table
+            q = first_q = table.get(qkey, 0)
+            now = self.clock.now_ms()
+            phys = wrote = mf.file_from_offset + pos
+            target = mf.write_target
+            store_ip, store_port = self._store_ip, self.store_host[1]
+            hints = self.dispatch_hints
+            if len(hints) >= _MAX_DISPATCH_HINTS:
+                hints.clear()
+            ids = []
+            for (shape, total, crc, tail, dispatch, born), m in zip(encs, msgs, strict=True):
+                body = m.body
+                head = shape.head
+                head.pack_into(
+                    target, pos, total, shape.magic, crc, queue_id, m.flag, q, phys, shape.sys_flag, born,
+                    shape.born_ip, shape.born_port, now, store_ip, store_port, m.reconsume_times, dispatch[6],
+                    len(body),
+                )  # fmt: skip
+                p = pos + head.size
+                end = p + len(body)
+                target[p:end] = body
+                target[end : pos + total] = tail
+                hints[phys] = (total, q, now, shape.ts_pos, dispatch)
+                ids.append(phys)
+                pos += total
+                phys += total
+                q += 1
+            table[qkey] = q
+            mf.wrote_position = pos
+            mf.store_timestamp = now
+            if self.bus.active:
+                self.bus.publish(Appended("commitlog", mf.name, wrote, total_all, pos))
+        prefix = self._msg_id_prefix
+        result = _new_append_result(
+            _APPEND_OK, wrote, total_all, ",".join([f"{prefix}{off:016X}" for off in ids]), now, first_q, n
+        )
+        if self.on_put is not None:
+            self.on_put(result)
+        return _new_put_result(_PUT_OK, result)
+
     def encode_batch(
-        self, msgs: Sequence[Message], check: Callable[[Message], PutMessageResult | None] | None = None
+        self, msgs: Sequence[Message], check: Callable[[Message], PutMessageResult | None] | None = None,
+        uniqs: Sequence[str] = (),
     ) -> list[EncodedRecord] | PutMessageResult:
         """Check and encode a batch by ``MessageExtBatch``'s rules (one topic and queue, no
         transactions, batch body <= ``max_message_size``); the refusal if any. ``check`` replaces
-        :meth:`check_message` per message (the memory store adds its own rules)."""
+        :meth:`check_message` per message (the memory store adds its own rules); ``uniqs[i]``
+        is the UNIQ_KEY for ``msgs[i]`` if it brings none (those the fast path already drew)."""
         if not msgs:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason="empty batch")
         check = check or self.check_message
@@ -361,8 +708,8 @@ class CommitLog:
         now = self.clock.now_ms()
         encoded: list[EncodedRecord] = []
         batch_body = 0
-        for m in msgs:
-            enc = self.encode_record(m, now)
+        for i, m in enumerate(msgs):
+            enc = self.encode_record(m, now, uniqs[i] if i < len(uniqs) else None)
             if isinstance(enc, PutMessageResult):
                 return enc
             encoded.append(enc)

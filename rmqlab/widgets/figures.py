@@ -180,7 +180,7 @@ def mapped_files_spec(state: QueueState, ghosts: Sequence[FileState] = ()) -> Sp
 
 #: Labels of committed_where / flushed_where closer than this share of the axis are staggered,
 #: the second one row (this share of the plot's height, ~2 label heights) lower.
-_LABEL_CLOSE = 0.25
+_LABEL_CLOSE = 0.4  # labels are ~150 px wide; a plot is 400-900 px
 _LABEL_ROW = 0.16
 
 

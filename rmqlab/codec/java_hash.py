@@ -17,7 +17,9 @@ from array import array
 from functools import lru_cache
 from operator import mul
 
-__all__ = ["java_hash", "java_hash_extend", "tags_code"]
+import numpy as np
+
+__all__ = ["java_hash", "java_hash_extend", "java_hash_extend_many", "tags_code"]
 
 _MASK32 = 0xFFFFFFFF
 _MOD = 1 << 32
@@ -77,6 +79,64 @@ def java_hash_extend(h: int, suffix: str) -> int:
     n = len(units)
     w = _powers(n + 1)[0] if n < _CACHED_POWERS else pow(31, n, _MOD)  # 31**n mod 2**32
     return _signed((h * w + _poly(units)) & _MASK32)
+
+
+_INV31 = pow(31, -1, _MOD)  # 31 is odd, so invertible mod 2**32
+_tables: list[np.ndarray] = [np.ones(1, np.uint64), np.ones(1, np.uint64)]  # 31**k, 31**-k mod 2**32
+
+
+def _power_tables(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(31**k, 31**-k)`` mod 2**32 for ``k = 0 .. n`` (at least), grown by doubling and kept."""
+    pw, inv = _tables
+    if len(pw) <= n:
+        size = max(n + 1, 2 * len(pw), 1 << 18)
+        mask = np.uint64(_MASK32)
+        pw = np.cumprod(np.full(size, 31, np.uint64)) & mask  # uint64 wraps mod 2**64: fine mod 2**32
+        inv = np.cumprod(np.full(size, _INV31, np.uint64)) & mask
+        pw = np.concatenate(([1], pw[:-1])).astype(np.uint64)
+        inv = np.concatenate(([1], inv[:-1])).astype(np.uint64)
+        _tables[:] = [pw, inv]
+    return pw, inv
+
+
+def java_hash_extend_many(prefix_hashes: np.ndarray, suffixes: list[str]) -> np.ndarray:
+    """``java_hash_extend(prefix_hashes[i], suffixes[i])`` for every ``i``, as signed int64 values.
+
+    ASCII suffixes are hashed together from one prefix sum over their concatenation: with
+    ``S[k] = sum(u[j] * 31**-(j+1), j < k)`` (31 is invertible mod 2**32),
+    ``hash(u[a:b]) = 31**b * (S[b] - S[a])`` mod 2**32, then ``prefix * 31**len + hash``.
+    Non-ASCII suffixes (UTF-16 units differ from characters) use the exact scalar code.
+    """
+    n = len(suffixes)
+    out = np.empty(n, dtype=np.int64)
+    if n == 0:
+        return out
+    prefix = np.asarray(prefix_hashes, dtype=np.int64)
+    joined = "".join(suffixes)
+    lens = np.fromiter(map(len, suffixes), dtype=np.int64, count=n)
+    slow: list[int] = []
+    if not joined.isascii():
+        slow = [i for i, s in enumerate(suffixes) if not s.isascii()]
+        vec = list(suffixes)
+        for i in slow:
+            vec[i] = ""
+        lens[slow] = 0
+        joined = "".join(vec)
+    raw = joined.encode("ascii")
+    total = len(raw)
+    pw, inv = _power_tables(total)
+    mask = np.uint64(_MASK32)
+    prefix_sum = np.zeros(total + 1, dtype=np.uint64)
+    if total:
+        np.cumsum(np.frombuffer(raw, dtype=np.uint8).astype(np.uint64) * inv[1 : total + 1], out=prefix_sum[1:])
+    ends = np.cumsum(lens)
+    starts = ends - lens
+    poly = (((prefix_sum[ends] - prefix_sum[starts]) & mask) * pw[ends]) & mask
+    h = (((prefix.astype(np.uint64) & mask) * pw[lens]) + poly) & mask
+    out[:] = h.astype(np.uint32).view(np.int32)
+    for i in slow:
+        out[i] = java_hash_extend(int(prefix[i]), suffixes[i])
+    return out
 
 
 def tags_code(tags: str | None) -> int:

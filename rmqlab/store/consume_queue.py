@@ -292,6 +292,56 @@ class ConsumeQueue:
         self.max_physic_offset = offset + size
         return bool(mf.append_message(pack_unit(offset, size, tags_code)))
 
+    def put_units(self, offsets: np.ndarray, sizes: np.ndarray, tags_codes: np.ndarray,
+                  cq_offsets: np.ndarray) -> int:
+        """``put_message_position_info`` for each unit in order (commit log offsets increasing),
+        in bulk; returns the index of the last unit for which it would have returned True (-1).
+
+        A leading run of units ending at or before ``max_physic_offset`` is counted as duplicates
+        at once; then runs whose queue offsets continue exactly where the last file ends are
+        written with one slice copy per file. Anything else -- a first file that needs pre-blank
+        units, a queue offset below or past the end, a full or missing file -- goes to the
+        per-unit method from that unit on, so every rule and side effect stays the same.
+        """
+        self._check_writable("append to")
+        m = len(offsets)
+        ends = np.asarray(offsets, dtype=np.int64) + np.asarray(sizes, dtype=np.int64)
+        dup = int(np.searchsorted(ends, self.max_physic_offset, side="right"))
+        last_ok = dup - 1
+        self.duplicates_skipped += dup
+        i = dup
+        mfq = self.mapped_file_queue
+        file_size = self.mapped_file_size
+        while i < m:
+            q = int(cq_offsets[i])
+            expect = q * _UNIT
+            mf = mfq.get_last_mapped_file_for(expect)
+            if mf is None or mf.file_from_offset + mf.wrote_position != expect or (
+                mf.first_create_in_queue and q != 0 and mf.wrote_position == 0
+            ):
+                break
+            k = min((file_size - mf.wrote_position) // _UNIT, m - i)
+            if k <= 0:
+                break
+            run = np.asarray(cq_offsets[i : i + k], dtype=np.int64) - q
+            gaps = np.flatnonzero(run != np.arange(k))
+            if len(gaps):
+                k = int(gaps[0])
+            block = np.empty(k, dtype=CQ_UNIT_DTYPE)
+            block["commit_log_offset"] = offsets[i : i + k]
+            block["size"] = sizes[i : i + k]
+            block["tags_code"] = tags_codes[i : i + k]
+            self.max_physic_offset = int(ends[i + k - 1])
+            if not mf.append_message(block.tobytes()):  # pragma: no cover - k units fit by construction
+                break
+            last_ok = i + k - 1
+            i += k
+        put = self.put_message_position_info
+        for j in range(i, m):
+            if put(int(offsets[j]), int(sizes[j]), int(tags_codes[j]), int(cq_offsets[j])):
+                last_ok = j
+        return last_ok
+
     def _fill_pre_blank(self, mf: MappedFile, until_where: int) -> None:
         """Append pre-blank units from position 0 up to ``until_where % fileSize`` (exclusive)."""
         until = until_where % self.mapped_file_size

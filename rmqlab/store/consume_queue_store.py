@@ -20,7 +20,9 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+
+import numpy as np
 
 from rmqlab.errors import InvalidTopic
 from rmqlab.events import EventBus
@@ -159,6 +161,33 @@ class ConsumeQueueStore:
         cq = self.find_consume_queue(topic, queue_id)
         assert cq is not None
         return cq.put_message_position_info(offset, size, tags_code, cq_offset)
+
+    def group_rows(self, topics: Sequence[str], queue_ids: np.ndarray, rows: np.ndarray
+                   ) -> list[tuple[ConsumeQueue, np.ndarray]]:
+        """The queue of each of ``rows`` (record numbers, ascending): ``[(queue, its rows)]``.
+
+        Queues are looked up (and created) in order of first appearance, as one dispatch per
+        record would create them; ``InvalidTopic`` is raised before anything is written.
+        """
+        if len(rows) == 0:
+            return []
+        names: dict[str, int] = {}
+        tid = np.fromiter((names.setdefault(topics[i], len(names)) for i in rows.tolist()), np.int64, len(rows))
+        key = (tid << 32) | (np.asarray(queue_ids, dtype=np.int64)[rows] & 0xFFFFFFFF)
+        order = np.argsort(key, kind="stable")
+        sorted_key = key[order]
+        starts = np.concatenate(([0], np.flatnonzero(sorted_key[1:] != sorted_key[:-1]) + 1))
+        bounds = np.append(starts, len(rows))
+        topic_of = list(names)
+        groups = []
+        for g in np.argsort(order[starts], kind="stable").tolist():  # first appearance order
+            a, b = int(bounds[g]), int(bounds[g + 1])
+            k = int(sorted_key[a])
+            qid = k & 0xFFFFFFFF
+            cq = self.find_consume_queue(topic_of[k >> 32], qid - (1 << 32) if qid >= 1 << 31 else qid)
+            assert cq is not None
+            groups.append((cq, rows[order[a:b]]))
+        return groups
 
     # --- truncate / clean --------------------------------------------------------------------
 

@@ -10,13 +10,21 @@ from __future__ import annotations
 
 import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
 from rmqlab.codec import flags
+from rmqlab.codec.java_hash import java_hash
+from rmqlab.codec.scan import _byte_source, _properties
 from rmqlab.codec.walk import DispatchRequest, check_message_and_return_size, new_dispatch_request
+from rmqlab.errors import InvalidTopic
 from rmqlab.events import Dispatched, EventBus
-from rmqlab.faults import crash_point
+from rmqlab.faults import crash_point, is_armed
+from rmqlab.store.fast_walk import FastChecker, gather_dispatch_fields
 
 if TYPE_CHECKING:
     from rmqlab.store.commit_log import CommitLog, DispatchHint
@@ -25,16 +33,110 @@ if TYPE_CHECKING:
     from rmqlab.store.store_checkpoint import StoreCheckpoint
 
 __all__ = [
+    "BATCH_RECORDS",
     "CommitLogDispatcher",
     "CommitLogDispatcherBuildConsumeQueue",
     "CommitLogDispatcherBuildIndex",
+    "DispatchBatch",
     "ReputMessageService",
 ]
 
 _TX_MASK = 0xC
 _HINT_HEAD = struct.Struct(">ii12xqq")  # TOTALSIZE, MAGICCODE, QUEUEOFFSET@20, PHYSICALOFFSET@28
 _LONG = struct.Struct(">q")
+_INT = struct.Struct(">i")
 _CQ_TYPES = (flags.TRANSACTION_NOT_TYPE, flags.TRANSACTION_COMMIT_TYPE)
+BATCH_RECORDS = 4096  # records reput gathers before dispatching them together
+REDISPATCH_BATCH = 1 << 14  # records recovery re-dispatches together
+_HINT_DTYPE = np.dtype([("total", ">i4"), ("magic", ">i4"), ("_pad", "V12"), ("queue_offset", ">i8"),
+                        ("phys", ">i8")])
+assert _HINT_DTYPE.itemsize == _HINT_HEAD.size
+
+
+@dataclass(eq=False)
+class DispatchBatch:
+    """The dispatch fields of ``n`` records in commit log order (offsets strictly increasing), as
+    columns: what ``n`` DispatchRequests would carry. ``requests`` (only built when someone
+    listens) are those DispatchRequests."""
+
+    offset: np.ndarray
+    size: np.ndarray
+    tags_code: np.ndarray
+    store_timestamp: np.ndarray
+    queue_offset: np.ndarray
+    sys_flag: np.ndarray
+    queue_id: np.ndarray
+    topic: Sequence[str]
+    keys: Sequence[str | None]
+    uniq_key: Sequence[str | None]
+    requests: list[DispatchRequest] | None = None
+
+    def __len__(self) -> int:
+        return len(self.offset)
+
+    @classmethod
+    def from_hints(cls, offsets: list[int], hints: list[DispatchHint]) -> DispatchBatch:
+        """From hint-shaped tuples ``(size, queue_offset, store_ts, ts_pos, (topic, queue_id,
+        tags_code, keys, uniq_key, sys_flag, prepared, properties))``; transposed at C speed."""
+        sizes, qoffs, tss, _ts_pos, ds = zip(*hints, strict=True)
+        topics, qids, tcs, keys, uniqs, sys_flags, _prep, _props = zip(*ds, strict=True)
+        i64 = np.int64
+        return cls(np.array(offsets, i64), np.array(sizes, i64), np.array(tcs, i64), np.array(tss, i64),
+                   np.array(qoffs, i64), np.array(sys_flags, i64), np.array(qids, i64), topics, keys, uniqs)
+
+    @classmethod
+    def from_requests(cls, reqs: Sequence[DispatchRequest]) -> DispatchBatch:
+        i64 = np.int64
+        b = cls(
+            np.array([r.commit_log_offset for r in reqs], i64), np.array([r.msg_size for r in reqs], i64),
+            np.array([r.tags_code for r in reqs], i64), np.array([r.store_timestamp for r in reqs], i64),
+            np.array([r.consume_queue_offset for r in reqs], i64), np.array([r.sys_flag for r in reqs], i64),
+            np.array([r.queue_id for r in reqs], i64), [r.topic for r in reqs], [r.keys for r in reqs],
+            [r.uniq_key for r in reqs],
+        )
+        b.requests = list(reqs)
+        return b
+
+
+def _request_of(offset: int, hint: DispatchHint) -> DispatchRequest:
+    size, queue_offset, store_ts, _ts_pos, d = hint
+    topic, queue_id, tags_code, keys, uniq_key, sys_flag, prepared, properties = d
+    return new_dispatch_request(
+        topic, queue_id, offset, size, tags_code, store_ts, queue_offset, keys, uniq_key,
+        sys_flag, prepared, properties,
+    )  # fmt: skip
+
+
+def _hint_of(req: DispatchRequest) -> DispatchHint:
+    return (req.msg_size, req.consume_queue_offset, req.store_timestamp, 0,
+            (req.topic, req.queue_id, req.tags_code, req.keys, req.uniq_key, req.sys_flag,
+             req.prepared_transaction_offset, req.properties))
+
+
+def _first_bad_hint(buf: memoryview, pos: list[int], offsets: list[int], hints: list[DispatchHint],
+                    v5: bool) -> int:
+    """Index of the first hint the stored header contradicts (``_from_hint``'s checks, all
+    records at once), or ``len(hints)``. Every record lies inside ``buf``."""
+    n = len(hints)
+    u8 = np.frombuffer(buf, dtype=np.uint8)
+    try:
+        p = np.array(pos, dtype=np.int64)
+        head = sliding_window_view(u8, _HINT_HEAD.size)[p].view(_HINT_DTYPE).ravel()
+        sizes, qoffs, tss, ts_pos, _d = zip(*hints, strict=True)
+        ts_at = p + np.array(ts_pos, dtype=np.int64)
+        stored_ts = sliding_window_view(u8, 8)[ts_at].view(">i8").ravel()
+        magic = head["magic"]
+        ok = (
+            (head["total"] == np.array(sizes, dtype=np.int64))
+            & (head["phys"] == np.array(offsets, dtype=np.int64))
+            & (head["queue_offset"] == np.array(qoffs, dtype=np.int64))
+            & (stored_ts == np.array(tss, dtype=np.int64))
+            & ((magic == flags.MESSAGE_MAGIC_CODE_V1) | ((magic == flags.MESSAGE_MAGIC_CODE_V2) & v5))
+        )
+        bad = np.flatnonzero(~ok)
+        return int(bad[0]) if len(bad) else n
+    finally:
+        del u8
 
 
 def _from_hint(
@@ -152,7 +254,299 @@ class ReputMessageService:
                 self.arrived.notify_all()
         return count
 
+    def batching(self) -> bool:
+        """Whether records can be dispatched in batches: the two standard dispatchers, nobody
+        subscribed to events and no crash point armed inside dispatch (each of those needs the
+        per-record order of side effects)."""
+        ds = self.dispatchers
+        if len(ds) != 2 or type(ds[0]) is not CommitLogDispatcherBuildConsumeQueue:
+            return False
+        if type(ds[1]) is not CommitLogDispatcherBuildIndex:
+            return False
+        bus = ds[0].bus
+        idx_bus = ds[1].index_service._bus
+        return not (bus.active or (idx_bus is not None and idx_bus.active)
+                    or is_armed("after_cq_put_before_index_put") or is_armed("index_roll"))
+
+    def dispatch_batch(self, batch: DispatchBatch) -> None:
+        """Dispatch ``batch`` with the effect of ``do_dispatch`` per record, in bulk.
+
+        Consume queues: the units of each queue are written together (``ConsumeQueue.put_units``,
+        queues created in first-appearance order) and the checkpoint's logics timestamp is the
+        store time of the last record whose unit was accepted. Index: ``build_index_batch``; when
+        it must roll a file at record ``j`` the consume queues are first brought up to ``j``, so
+        the checkpoint an index roll flushes holds what it holds with per-record dispatch.
+        Needs :meth:`batching`; a topic or queue id the CQ store rejects sends the whole batch
+        through the per-record path (which raises at that record, as before).
+        """
+        n = len(batch)
+        if n == 0:
+            return
+        cq_disp: CommitLogDispatcherBuildConsumeQueue = self.dispatchers[0]  # type: ignore[assignment]
+        idx_disp: CommitLogDispatcherBuildIndex = self.dispatchers[1]  # type: ignore[assignment]
+        tx = batch.sys_flag & _TX_MASK
+        cq_rows = np.flatnonzero((tx == flags.TRANSACTION_NOT_TYPE) | (tx == flags.TRANSACTION_COMMIT_TYPE))
+        try:
+            groups = cq_disp.cq_store.group_rows(batch.topic, batch.queue_id, cq_rows)
+        except (InvalidTopic, ValueError):
+            reqs = batch.requests if batch.requests is not None else self._requests(batch)
+            for req in reqs:
+                self.do_dispatch(req)
+            return
+        done = 0  # records [0, done) have their CQ units
+
+        def cq_upto(j: int) -> None:
+            nonlocal done
+            if j < done:
+                return
+            best = -1
+            for cq, rows in groups:
+                a, b = np.searchsorted(rows, (done, j + 1))
+                if a == b:
+                    continue
+                sel = rows[a:b]
+                last = cq.put_units(batch.offset[sel], batch.size[sel], batch.tags_code[sel],
+                                    batch.queue_offset[sel])
+                if last >= 0:
+                    best = max(best, int(sel[last]))
+            if best >= 0:
+                cq_disp.checkpoint.logics_msg_timestamp = int(batch.store_timestamp[best])
+            done = j + 1
+
+        if idx_disp.enabled:
+            idx_disp.index_service.build_index_batch(
+                batch.offset, batch.store_timestamp, batch.sys_flag, batch.topic, batch.keys, batch.uniq_key,
+                before_roll=cq_upto,
+            )
+        cq_upto(n - 1)
+
+    @staticmethod
+    def _requests(batch: DispatchBatch) -> list[DispatchRequest]:
+        """DispatchRequests for a batch built without them (the CQ fields and the index keys;
+        no properties): enough for the dispatchers."""
+        return [
+            new_dispatch_request(batch.topic[i], int(batch.queue_id[i]), int(batch.offset[i]), int(batch.size[i]),
+                                 int(batch.tags_code[i]), int(batch.store_timestamp[i]),
+                                 int(batch.queue_offset[i]), batch.keys[i], batch.uniq_key[i],
+                                 int(batch.sys_flag[i]), 0, None)
+            for i in range(len(batch))
+        ]
+
+    def redispatch(self, buf: memoryview, base: int, positions: np.ndarray, delay_level_table: dict[int, int],
+                   max_delay_level: int) -> None:
+        """Dispatch the records at ``positions`` of one CommitLog file (validated by the recovery
+        walk, in order), as ``do_dispatch`` on each would.
+
+        In batches (:meth:`dispatch_batch`) when :meth:`batching` allows: fixed fields for all
+        records with numpy; properties (TAGS, KEYS, UNIQ_KEY) are read only for records that
+        can still change a consume queue or the index -- a record whose queue already ends at
+        or past it and whose offset is below the last index file's end is only counted as a
+        duplicate, as the per-record path would (RocketMQ re-dispatches everything and the
+        puts skip what they have). Delayed (SCHEDULE_TOPIC) records are parsed one by one.
+        """
+        version = self.version
+        check = check_message_and_return_size
+        if not self.batching():
+            for pos in positions.tolist():
+                _size, _ok, req = check(buf, pos, check_crc=False, read_body=False, rocketmq_version=version,
+                                        delay_level_table=delay_level_table, max_delay_level=max_delay_level)
+                assert req is not None
+                self.do_dispatch(req)
+            return
+        for c0 in range(0, len(positions), REDISPATCH_BATCH):
+            p = positions[c0 : c0 + REDISPATCH_BATCH]
+            self.dispatch_batch(self._batch_at(buf, base, p, delay_level_table, max_delay_level))
+
+    def _batch_at(self, buf: memoryview, base: int, p: np.ndarray, table: dict[int, int], max_level: int
+                  ) -> DispatchBatch:
+        cq_disp: CommitLogDispatcherBuildConsumeQueue = self.dispatchers[0]  # type: ignore[assignment]
+        idx_disp: CommitLogDispatcherBuildIndex = self.dispatchers[1]  # type: ignore[assignment]
+        f = gather_dispatch_fields(buf, p)
+        n = len(p)
+        off = base + p
+        size, qid, sys_flag, ts = f["size"], f["queue_id"], f["sys_flag"], f["store_ts"]
+        u8 = np.frombuffer(buf, dtype=np.uint8)
+        try:
+            queue_offset = sliding_window_view(u8, 8)[p + 20].view(">i8").ravel().astype(np.int64)
+        finally:
+            del u8
+        topic_names = [raw.decode("utf-8", errors="replace") for raw in f["topics"]]
+        tid = f["topic_id"].astype(np.int64)
+        topics = [topic_names[i] for i in tid.tolist()]
+        # which records can still change something (bounds taken now only grow while dispatching)
+        tx = sys_flag & _TX_MASK
+        cq_type = (tx == flags.TRANSACTION_NOT_TYPE) | (tx == flags.TRANSACTION_COMMIT_TYPE)
+        bound = np.full(n, -(1 << 62), dtype=np.int64)
+        table_cq = cq_disp.cq_store.consume_queue_table
+        pair = (tid << 32) | (qid & 0xFFFFFFFF)
+        pairs, pair_of = np.unique(pair, return_inverse=True)
+        pair_of = pair_of.reshape(-1)
+        qbound = np.empty(len(pairs), dtype=np.int64)
+        for k, key in enumerate(pairs.tolist()):
+            q = key & 0xFFFFFFFF
+            cq = table_cq.get(topic_names[key >> 32], {}).get(q - (1 << 32) if q >= 1 << 31 else q)
+            qbound[k] = cq.max_physic_offset if cq is not None else -(1 << 62)
+        bound = qbound[pair_of]
+        index = idx_disp.index_service
+        if idx_disp.enabled and index.message_index_enable:
+            files = index._files
+            idx_end = files[-1].end_phy_offset if files else 0
+        else:
+            idx_end = 1 << 62
+        need = ~((~cq_type | (off + size <= bound)) & (off < idx_end))
+        tags_code = np.zeros(n, dtype=np.int64)
+        keys: list[str | None] = [None] * n
+        uniq: list[str | None] = [None] * n
+        rows = np.flatnonzero(need)
+        if len(rows):
+            self._parse_rows(buf, p, rows, topics, tags_code, keys, uniq, table, max_level, f)
+        return DispatchBatch(off, size, tags_code, ts, queue_offset, sys_flag, qid, topics, keys, uniq)
+
+    def _parse_rows(self, buf: memoryview, p: np.ndarray, rows: np.ndarray, topics: list[str],
+                    tags_code: np.ndarray, keys: list[str | None], uniq: list[str | None],
+                    table: dict[int, int], max_level: int, f: dict[str, np.ndarray]) -> None:
+        """TAGS code, KEYS and UNIQ_KEY of the records ``rows`` (what the parser's request holds)."""
+        pl_pos = f["props_pos"][rows]
+        pl = f["props_len"][rows]
+        src = _byte_source(buf)
+        raws = list(map(src.__getitem__, map(slice, pl_pos.tolist(), (pl_pos + pl).tolist())))
+        tg, ky, uk, _ = _properties(raws, False)
+        codes: dict[str | None, int] = {None: 0, "": 0}
+        check = check_message_and_return_size
+        for j, i in enumerate(rows.tolist()):
+            if topics[i] == flags.SCHEDULE_TOPIC:  # the tags code may be a due time: parse it
+                _size, _ok, req = check(buf, int(p[i]), check_crc=False, read_body=False,
+                                        rocketmq_version=self.version, delay_level_table=table,
+                                        max_delay_level=max_level)
+                assert req is not None
+                tags_code[i], keys[i], uniq[i] = req.tags_code, req.keys, req.uniq_key
+                continue
+            t = tg[j]
+            c = codes.get(t)
+            if c is None:
+                c = codes[t] = java_hash(t)  # type: ignore[arg-type]
+            tags_code[i] = c
+            keys[i] = ky[j]
+            uniq[i] = uk[j]
+
     def _reput(self) -> int:
+        if not self.batching():
+            return self._reput_one_by_one()
+        cl = self.commit_log
+        count = 0
+        min_offset = cl.get_min_offset()
+        if self.reput_from_offset < min_offset:
+            self.reput_from_offset = min_offset
+        end = cl.get_max_offset()
+        check = check_message_and_return_size
+        hints = cl.dispatch_hints
+        v5 = self.version != "4.9.8"
+        while self.reput_from_offset < end:
+            sel = cl.get_data(self.reput_from_offset)
+            if sel is None:
+                break
+            try:
+                buf, limit, pos = sel.buffer, sel.size, 0
+                if limit <= 0:
+                    return count
+                base = self.reput_from_offset  # absolute offset of buf[0]
+                # records without a hint: certified in bulk (numpy checks) and read as columns,
+                # unless a listener wants the exact DispatchRequest (then they are parsed)
+                fc = None if self.listeners else FastChecker(v5, False, keep_positions=True, batch=BATCH_RECORDS)
+                while pos < limit:
+                    # gather: hinted runs (checked against the headers in bulk) and parsed records
+                    offsets: list[int] = []
+                    rows: list[DispatchHint] = []
+                    starts: list[int] = []
+                    off = self.reput_from_offset
+                    stop = ""  # "blank" | "end" once the record at ``pos`` ends the round
+                    certified: np.ndarray | None = None
+                    while pos < limit and len(rows) < BATCH_RECORDS:
+                        first = len(rows)
+                        if hints:
+                            pop, add_row, add_off, add_start = hints.pop, rows.append, offsets.append, starts.append
+                            for _ in range(BATCH_RECORDS - first):
+                                hint = pop(off, None)
+                                if hint is None:
+                                    break
+                                size = hint[0]
+                                if pos + size > limit:
+                                    break
+                                add_off(off)
+                                add_row(hint)
+                                add_start(pos)
+                                pos += size
+                                off += size
+                        if len(rows) > first:
+                            bad = first + _first_bad_hint(buf, starts[first:], offsets[first:], rows[first:], v5)
+                            if bad < len(rows):
+                                for o, h in zip(offsets[bad + 1 :], rows[bad + 1 :], strict=True):
+                                    hints[o] = h  # not consumed: the walk will meet them again
+                                pos, off = starts[bad], offsets[bad]
+                                del offsets[bad:], rows[bad:], starts[bad:]
+                            else:
+                                continue
+                        if pos >= limit or len(rows) >= BATCH_RECORDS:
+                            break
+                        # a run without hints (not a lone record between hinted ones: peek at the next)
+                        if fc is not None and limit - pos >= 8 and (
+                            not hints or (off + _INT.unpack_from(buf, pos)[0]) not in hints
+                        ):
+                            if rows:
+                                break  # dispatch what is gathered first
+                            new_pos, k, _nbytes, _last = fc.advance(buf, pos, base)
+                            if k:
+                                certified = fc.positions(base)
+                                fc.accepted.clear()
+                                pos, off = new_pos, base + new_pos
+                                break
+                        size, ok, req = check(
+                            buf, pos, check_crc=False, read_body=False, rocketmq_version=self.version,
+                            delay_level_table=self.delay_level_table, max_delay_level=self.max_delay_level,
+                        )
+                        if ok and size > 0 and req is not None:
+                            offsets.append(off)
+                            rows.append(_hint_of(req))
+                            starts.append(pos)
+                            pos += size
+                            off += size
+                        elif ok and size == 0:
+                            stop = "blank"
+                            break
+                        elif size > 0:  # damaged but sized: skip it, like RocketMQ
+                            pos += size
+                            off += size
+                        else:
+                            stop = "end"
+                            break
+                    if certified is not None:  # records the bulk checks vouch for: read as columns
+                        for c0 in range(0, len(certified), REDISPATCH_BATCH):
+                            self.dispatch_batch(self._batch_at(buf, base, certified[c0 : c0 + REDISPATCH_BATCH],
+                                                               self.delay_level_table, self.max_delay_level))
+                        count += len(certified)
+                        certified = None
+                    if rows:
+                        batch = DispatchBatch.from_hints(offsets, rows)
+                        listeners = self.listeners
+                        if listeners:
+                            batch.requests = [_request_of(o, h) for o, h in zip(offsets, rows, strict=True)]
+                        self.dispatch_batch(batch)
+                        count += len(rows)
+                        if listeners:
+                            for req in batch.requests or ():
+                                for listener in listeners:
+                                    listener(req)
+                    self.reput_from_offset = off
+                    if stop == "blank":  # the rest of this file is filler
+                        self.reput_from_offset = cl.roll_next_file(self.reput_from_offset)
+                        break
+                    if stop == "end":
+                        return count
+            finally:
+                sel.release()
+        return count
+
+    def _reput_one_by_one(self) -> int:
         cl = self.commit_log
         count = 0
         min_offset = cl.get_min_offset()

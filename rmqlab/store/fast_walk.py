@@ -120,8 +120,9 @@ class FastChecker:
     the positions its slow path accepted), so re-dispatch needs no second hop.
     """
 
-    def __init__(self, v5: bool, check_crc: bool, keep_positions: bool) -> None:
+    def __init__(self, v5: bool, check_crc: bool, keep_positions: bool, batch: int = BATCH) -> None:
         self.v5 = v5
+        self.batch = batch
         self.check_crc = check_crc
         self.keep_positions = keep_positions
         self.accepted: dict[int, list[Any]] = {}
@@ -137,7 +138,7 @@ class FastChecker:
 
     def _load(self, buf: Any, pos: int, base: int) -> None:
         limit = len(buf)
-        ps, ts = hop(buf, pos, limit, self.v5, BATCH)
+        ps, ts = hop(buf, pos, limit, self.v5, self.batch)
         self._buf = buf
         self._i = 0
         self._t = ts
@@ -226,8 +227,9 @@ class FastChecker:
 
 def gather_dispatch_fields(buf: Any, p: np.ndarray) -> dict[str, Any]:
     """Fields re-dispatch's pre-check needs for the (already validated) records at ``p``:
-    size, queue id, sys flag, store timestamp, and ``topic_id`` (index into ``topics``, the
-    distinct raw topic names in first-seen order)."""
+    size, queue id, sys flag, store timestamp, ``topic_id`` (index into ``topics``, the
+    distinct raw topic names in first-seen order), and where the properties are (``props_pos``,
+    ``props_len``)."""
     arr = np.frombuffer(buf, dtype=np.uint8)
     try:
         f = _layout(arr, p, len(buf))
@@ -252,6 +254,8 @@ def gather_dispatch_fields(buf: Any, p: np.ndarray) -> dict[str, Any]:
             "store_ts": be_int(arr, np.clip(f["ts_pos"], 0, max(len(buf) - 8, 0)), 8),
             "topic_id": topic_id.reshape(-1),
             "topics": topics,
+            "props_pos": f["topic_start"] + tl + 2,
+            "props_len": f["props_len"],
         }
     finally:
         del arr

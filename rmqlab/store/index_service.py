@@ -24,12 +24,16 @@ from __future__ import annotations
 import os
 import re
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import chain, compress, repeat
 from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
 
 from rmqlab.codec.flags import KEY_SEPARATOR, TRANSACTION_ROLLBACK_TYPE, transaction_type
 from rmqlab.codec.index_layout import index_hash_of, index_key
-from rmqlab.codec.java_hash import java_hash, java_hash_extend
+from rmqlab.codec.java_hash import java_hash, java_hash_extend, java_hash_extend_many
 from rmqlab.codec.names import index_file_name
 from rmqlab.errors import MappedFileError, ReadOnlyStore, RmqlabError
 from rmqlab.events import EventBus, IndexFileRolled
@@ -46,6 +50,8 @@ __all__ = ["IndexService", "LoadReportEntry", "QueryOffsetResult"]
 MAX_TRY_IDX_CREATE = 3  # IndexService.MAX_TRY_IDX_CREATE
 _RETRY_SLEEP_MS = 1000
 _UNIQ_SUFFIX = 12  # UNIQ_KEY = fixed prefix + hex8(time in month) + hex4(counter)
+_TX_MASK = 0xC
+_INT_MIN = -(2**31)
 _DESTROY_EXPIRED_INTERVAL_MS = 3000
 _DESTROY_ALL_INTERVAL_MS = 3000
 # Long.parseLong accepts an optional sign and ASCII digits only (Python's int() is laxer).
@@ -210,8 +216,12 @@ class IndexService:
         transactions; indexes ``topic#UNIQ_KEY`` first, then ``topic#k`` for every non-empty
         token of ``KEYS.split(" ")`` (a key repeated in one message gets two items).
         """
-        if not self.message_index_enable:
-            return
+        if self.message_index_enable:
+            self._build_one(req.commit_log_offset, req.sys_flag, req.topic, req.store_timestamp, req.uniq_key,
+                            req.keys)
+
+    def _build_one(self, offset: int, sys_flag: int, topic: str, ts: int, uniq: str | None,
+                   keys: str | None) -> None:
         files = self._files
         if files and not files[-1].is_write_full():
             index_file: IndexFile | None = files[-1]  # the common case, without the lock
@@ -219,24 +229,19 @@ class IndexService:
             index_file = self.retry_get_and_create_index_file()
         if index_file is None:
             return
-        offset = req.commit_log_offset
         if offset < index_file.end_phy_offset:
             return
-        if transaction_type(req.sys_flag) == TRANSACTION_ROLLBACK_TYPE:
+        if transaction_type(sys_flag) == TRANSACTION_ROLLBACK_TYPE:
             return
-        topic = req.topic
-        ts = req.store_timestamp
         # Hash ``topic#key`` incrementally: java_hash(prefix) is cached and extended by the
         # rest (java_hash_extend). UNIQ_KEYs are unique but share all but their last 12 chars
         # (time + counter), so their prefix includes the fixed part of the key.
-        uniq = req.uniq_key
         if uniq is not None:
             cut = len(uniq) - _UNIQ_SUFFIX if len(uniq) > _UNIQ_SUFFIX else 0
             h = java_hash_extend(java_hash(f"{topic}#{uniq[:cut]}"), uniq[cut:])
             index_file = self._put_key(index_file, index_key(topic, uniq), offset, ts, index_hash_of(h))
             if index_file is None:
                 return
-        keys = req.keys
         if keys:
             topic_h = java_hash(f"{topic}#")
             for key in keys.split(KEY_SEPARATOR):
@@ -245,6 +250,94 @@ class IndexService:
                     index_file = self._put_key(index_file, index_key(topic, key), offset, ts, h)
                     if index_file is None:
                         return
+
+    def build_index_batch(
+        self,
+        offsets: np.ndarray,
+        store_timestamps: np.ndarray,
+        sys_flags: np.ndarray,
+        topics: Sequence[str],
+        keys: Sequence[str | None],
+        uniq_keys: Sequence[str | None],
+        before_roll: Callable[[int], None] | None = None,
+    ) -> None:
+        """``build_index`` for records ``0 .. n-1`` (offsets strictly increasing), in bulk.
+
+        The files end byte-identical to one ``build_index`` per record: the same skips (offset
+        below the last file's ``end_phy_offset`` when the batch starts -- later records are past
+        every item written since -- and rolled-back transactions), the same items in the same
+        order (``topic#UNIQ_KEY``, then every non-empty ``KEYS`` token), hashed together
+        (:func:`java_hash_extend_many`) and written a file's worth at a time
+        (:meth:`IndexFile.put_items`). A roll happens where the per-record code rolls: at the
+        start of the record after the one that filled the file, or inside a record whose keys do
+        not fit; ``before_roll(j)`` is called first with that record's number, so the caller can
+        bring the consume queues up to record ``j`` (a roll flushes the checkpoint). If no file
+        can be created the rest of that record is dropped and later records go one by one, as
+        ``build_index`` would do. Publishes no events.
+        """
+        if not self.message_index_enable:
+            return
+        n = len(offsets)
+        if n == 0:
+            return
+        files = self._files
+        if files and not files[-1].is_write_full():
+            f: IndexFile | None = files[-1]
+        else:
+            if before_roll is not None:
+                before_roll(0)
+            f = self.retry_get_and_create_index_file()
+            if f is None:
+                self._one_by_one(1, offsets, store_timestamps, sys_flags, topics, keys, uniq_keys, before_roll)
+                return
+        offs = np.asarray(offsets, dtype=np.int64)
+        active = (offs >= f.end_phy_offset) & ((np.asarray(sys_flags) & _TX_MASK) != TRANSACTION_ROLLBACK_TYPE)
+        item_keys, rec = _items(np.flatnonzero(active), keys, uniq_keys)
+        m = len(item_keys)
+        if m == 0:
+            return
+        prefixes = {t: java_hash(f"{t}#") for t in set(topics)}
+        topic_h = np.fromiter(map(prefixes.__getitem__, topics), dtype=np.int64, count=n)
+        h = java_hash_extend_many(topic_h[rec], item_keys)
+        key_hash = np.where(h == _INT_MIN, 0, np.abs(h))
+        phy = offs[rec]
+        ts = np.asarray(store_timestamps, dtype=np.int64)[rec]
+        done = 0
+        while True:
+            k = f.put_items(key_hash[done:], phy[done:], ts[done:])
+            done += k
+            if not f.is_write_full():
+                return
+            if k == 0:  # a fresh file that is already full (index_num < 2): the per-key path
+                self._one_by_one(int(rec[done]), offsets, store_timestamps, sys_flags, topics, keys, uniq_keys,
+                                 before_roll)
+                return
+            last = int(rec[done - 1])
+            mid_record = done < m and int(rec[done]) == last
+            j = last if mid_record else last + 1
+            if j >= n:
+                return  # full after the last record: the next record rolls
+            if before_roll is not None:
+                before_roll(j)
+            f = self.retry_get_and_create_index_file()
+            if f is None:
+                self._one_by_one(j + 1, offsets, store_timestamps, sys_flags, topics, keys, uniq_keys, before_roll)
+                return
+            if done >= m:
+                return
+
+    def _one_by_one(self, start: int, offsets: np.ndarray, store_timestamps: np.ndarray, sys_flags: np.ndarray,
+                    topics: Sequence[str], keys: Sequence[str | None], uniq_keys: Sequence[str | None],
+                    before_roll: Callable[[int], None] | None) -> None:
+        """Records ``start..`` through the per-record code (after a failed file creation)."""
+        n = len(offsets)
+        if start >= n:
+            return
+        if before_roll is not None:
+            before_roll(n - 1)
+        for i in range(start, n):
+            self._build_one(int(offsets[i]), int(sys_flags[i]), topics[i], int(store_timestamps[i]), uniq_keys[i],
+                            keys[i])
 
     def _put_key(
         self, index_file: IndexFile, key: str, offset: int, ts: int, key_hash: int | None = None
@@ -344,3 +437,48 @@ class IndexService:
             for f in self._files:
                 f.shutdown()
             self._files = []
+
+
+def _items(act: np.ndarray, keys: Sequence[str | None],
+           uniq_keys: Sequence[str | None]) -> tuple[list[str], np.ndarray]:
+    """The index keys of records ``act`` in ``build_index`` order (UNIQ_KEY if not None, then every
+    non-empty ``KEYS.split(" ")`` token) and the record number of each.
+
+    Usually one ``" ".join(...).split(" ")`` over all records (None as "", whose empty token is
+    dropped like an empty KEYS token); a UNIQ_KEY that is "" or holds a space takes the loop.
+    """
+    if len(act) == len(keys):
+        us, ks = list(uniq_keys), list(keys)
+    else:
+        sel = act.tolist()
+        us = [uniq_keys[i] for i in sel]
+        ks = [keys[i] for i in sel]
+    if "" not in us:
+        if None in us:
+            us = [u or "" for u in us]
+        joined_u = KEY_SEPARATOR.join(us)
+        if joined_u.count(KEY_SEPARATOR) == len(us) - 1:
+            if None in ks:
+                ks = [k or "" for k in ks]
+            tokens = KEY_SEPARATOR.join(chain.from_iterable(zip(us, ks, strict=True))).split(KEY_SEPARATOR)
+            counts = np.fromiter(map(str.count, ks, repeat(KEY_SEPARATOR)), dtype=np.int64, count=len(ks)) + 2
+            rec = np.repeat(act.astype(np.int64), counts)
+            keep = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens)) > 0
+            if not keep.all():
+                tokens = list(compress(tokens, keep.tolist()))
+                rec = rec[keep]
+            return tokens, rec
+    item_keys: list[str] = []
+    item_rec: list[int] = []
+    for i in act.tolist():
+        u = uniq_keys[i]
+        if u is not None:
+            item_keys.append(u)
+            item_rec.append(i)
+        k = keys[i]
+        if k:
+            for t in k.split(KEY_SEPARATOR):
+                if t:
+                    item_keys.append(t)
+                    item_rec.append(i)
+    return item_keys, np.asarray(item_rec, dtype=np.int64)

@@ -30,7 +30,7 @@ from rmqlab.codec.walk import check_message_and_return_size
 from rmqlab.config import MessageStoreConfig
 from rmqlab.errors import InvalidTopic, NotAStore, RmqlabError
 from rmqlab.events import EventBus
-from rmqlab.faults import crash_point, is_armed
+from rmqlab.faults import crash_point
 from rmqlab.files.allocate_mapped_file_service import AllocateMappedFileService
 from rmqlab.files.fs import DiskUsageProbe, FileLock
 from rmqlab.files.transient_store_pool import TransientStorePool
@@ -43,7 +43,7 @@ from rmqlab.store.dispatch import (
     CommitLogDispatcherBuildIndex,
     ReputMessageService,
 )
-from rmqlab.store.fast_walk import BATCH, FastChecker, gather_dispatch_fields
+from rmqlab.store.fast_walk import FastChecker
 from rmqlab.store.flush import (
     CommitRealTimeService,
     FlushConsumeQueueService,
@@ -470,99 +470,10 @@ class MessageStore:
 
     def _redispatch_file(self, buf: memoryview, base: int, positions: np.ndarray,
                          table: dict[int, int], max_level: int) -> None:
-        """Dispatch the validated records at ``positions`` of one file, in order.
-
-        RocketMQ re-dispatches every record; the CQ put skips a unit with
-        ``offset + size <= max_physic_offset`` (counting a duplicate and raising the checkpoint's
-        logics timestamp) and the index skips ``offset < end_phy_offset`` of its last file. A
-        record for which both skips are certain -- its queue exists and already ends at or past
-        it, the last index file is not full and already covers it (or indexing is off) -- gets
-        exactly those side effects in bulk, without parsing; every other record goes through
-        ``check_message_and_return_size`` and the dispatchers as before. Bounds are taken before
-        a run and only grow while it is dispatched, so a stale bound only sends more records the
-        slow way. Event subscribers, an armed dispatch crash point or custom dispatchers turn the
-        shortcut off.
-        """
-        version = self.config.rocketmq_version
-        check = check_message_and_return_size
-        do_dispatch = self.reput.do_dispatch
-        dispatchers = self.reput.dispatchers
-        fast = (
-            len(dispatchers) == 2
-            and type(dispatchers[0]) is CommitLogDispatcherBuildConsumeQueue
-            and type(dispatchers[1]) is CommitLogDispatcherBuildIndex
-            and not self.bus.active
-            and not is_armed("after_cq_put_before_index_put")
-        )
-        if not fast:
-            for pos in positions.tolist():
-                _size, _ok, req = check(buf, pos, check_crc=False, read_body=False, rocketmq_version=version,
-                                        delay_level_table=table, max_delay_level=max_level)
-                assert req is not None
-                do_dispatch(req)
-            return
-        cq_disp: CommitLogDispatcherBuildConsumeQueue = dispatchers[0]  # type: ignore[assignment]
-        idx_disp: CommitLogDispatcherBuildIndex = dispatchers[1]  # type: ignore[assignment]
-        index = self.index_service
-        indexing = idx_disp.enabled and index.message_index_enable
-        table_cq = self.consume_queue_store.consume_queue_table
-        for c0 in range(0, len(positions), BATCH):
-            p = positions[c0 : c0 + BATCH]
-            n = len(p)
-            f = gather_dispatch_fields(buf, p)
-            size, qid, ts = f["size"], f["queue_id"], f["store_ts"]
-            off = base + p
-            cq_type = np.isin(f["sys_flag"] & 0xC, (0, 8))
-            # the queue of every record: group by (topic bytes, queue id)
-            tid = f["topic_id"].astype(np.int64)
-            topic_names = [raw.decode("utf-8", errors="replace") for raw in f["topics"]]
-            pair_key = (tid << 32) | (qid & 0xFFFFFFFF)
-            pairs, pair_of = np.unique(pair_key, return_inverse=True)
-            queues = []
-            bound = np.empty(len(pairs), dtype=np.int64)
-            for k, key in enumerate(pairs.tolist()):
-                t_id, q = key >> 32, key & 0xFFFFFFFF
-                q = q - (1 << 32) if q >= 1 << 31 else q
-                cq = table_cq.get(topic_names[t_id], {}).get(q)
-                queues.append(cq)
-                bound[k] = cq.max_physic_offset if cq is not None else -(1 << 62)
-            cq_skip = ~cq_type | (off + size <= bound[pair_of])
-
-            def index_bound() -> tuple[object, int]:
-                if not indexing:
-                    return None, 1 << 62
-                files = index._files
-                if files and not files[-1].is_write_full():
-                    return files[-1], files[-1].end_phy_offset
-                return None, -(1 << 62)
-
-            idx_file, idx_end = index_bound()
-            slow = np.flatnonzero(~(cq_skip & (off < idx_end))).tolist()
-            si = 0  # slow[si] is the next record to dispatch the full way
-            i = 0
-            while i < n:
-                j = slow[si] if si < len(slow) else n
-                if j > i:  # [i, j): already in its queue and in the index
-                    counted = np.flatnonzero(cq_type[i:j])
-                    if len(counted):
-                        for k, cnt in zip(*np.unique(pair_of[i:j][counted], return_counts=True), strict=True):
-                            queues[int(k)].duplicates_skipped += int(cnt)
-                        cq_disp.checkpoint.logics_msg_timestamp = int(ts[i + int(counted[-1])])
-                if j >= n:
-                    break
-                _size, _ok, req = check(buf, int(p[j]), check_crc=False, read_body=False,
-                                        rocketmq_version=version, delay_level_table=table,
-                                        max_delay_level=max_level)
-                assert req is not None
-                do_dispatch(req)
-                i = j + 1
-                si += 1
-                # Queue bounds and the index file's end only grow, so the marks stay safe; a
-                # new or full index file changes what build_index does: mark again.
-                if indexing and (idx_file is None or idx_file is not index._files[-1] or idx_file.is_write_full()):
-                    idx_file, idx_end = index_bound()
-                    slow = (i + np.flatnonzero(~(cq_skip[i:] & (off[i:] < idx_end)))).tolist()
-                    si = 0
+        """Dispatch the validated records at ``positions`` of one file, in order
+        (``ReputMessageService.redispatch``: batched, records already in their consume queue
+        and index only counted as duplicates, without parsing)."""
+        self.reput.redispatch(buf, base, positions, table, max_level)
 
     def _recover_topic_queue_table(self) -> None:
         min_phy = self.commit_log.get_min_offset()

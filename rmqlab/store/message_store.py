@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rmqlab.clock import Clock, SystemClock
+from rmqlab.codec.flags import BORNHOST_V6_FLAG
 from rmqlab.codec.message import MessageRecord, decode_message
 from rmqlab.codec.walk import check_message_and_return_size
 from rmqlab.config import MessageStoreConfig
@@ -81,6 +82,8 @@ _LONG_MAX = 2**63 - 1
 _LONG_MIN = -(2**63)
 _CQ_UNIT = 20
 _CQ_UNIT_STRUCT = struct.Struct(">qiq")  # commit log offset, size, tags code
+_INT = struct.Struct(">i")
+_LONG = struct.Struct(">q")
 
 
 def _total_physical_memory() -> int:
@@ -99,6 +102,62 @@ class StoreStatus:
     shutdown: bool
     writeable: bool
     last_exit_ok: bool
+
+
+class _StoreTimeReader:
+    """``CommitLog.pickup_store_timestamp`` for the ~15 probes of one by-time binary search.
+
+    Same answers, without the per-probe costs: the min offset is taken once per search (the
+    caller's), the max offset is re-read only when a probe would pass the one already read
+    (it only grows), and each CommitLog file is looked up and held once per search instead of
+    once per probe (released by :meth:`close`). A probe too short to hold SYSFLAG and the store
+    timestamp, or one the cached file does not cover, goes to the exact method.
+    """
+
+    __slots__ = ("_cl", "_end", "_exact", "_file", "_file_size", "_held", "_max", "_min", "_start")
+
+    def __init__(self, cl: CommitLog, cl_min: int) -> None:
+        self._cl = cl
+        self._exact = cl.pickup_store_timestamp
+        self._min = cl_min
+        self._max = cl.get_max_offset()
+        self._file_size = cl.file_size
+        self._file: Any = None  # the held file probes hit last, and its [start, end) range
+        self._start = self._end = 0
+        self._held: list[Any] = []
+
+    def __call__(self, offset: int, size: int) -> int:
+        if offset < self._min:
+            return -1
+        if offset + size > self._max:
+            self._max = self._cl.get_max_offset()
+            if offset + size > self._max:
+                return -1
+        if size < 76:  # 68 + 8: the store timestamp may lie past the record; exact rules decide
+            return self._exact(offset, size)
+        mf = self._file
+        if mf is None or not self._start <= offset < self._end:
+            mf = self._cl.mapped_file_queue.find_mapped_file_by_offset(offset, offset == 0)
+            if mf is None:
+                return -1
+            start = mf.file_from_offset
+            if not start <= offset < start + self._file_size:
+                return self._exact(offset, size)
+            if mf not in self._held:
+                if not mf.hold():  # being destroyed
+                    return -1
+                self._held.append(mf)
+            self._file, self._start, self._end = mf, start, start + self._file_size
+        pos = offset - self._start
+        if pos + size > mf.read_position:
+            return -1
+        buf = mf.buffer
+        return _LONG.unpack_from(buf, pos + (68 if _INT.unpack_from(buf, pos + 36)[0] & BORNHOST_V6_FLAG else 56))[0]
+
+    def close(self) -> None:
+        held, self._held, self._file = self._held, [], None
+        for mf in held:
+            mf.release()
 
 
 class MessageStore:
@@ -566,12 +625,14 @@ class MessageStore:
         cq = self.consume_queue_store.find_consume_queue(topic, queue_id, create=False)
         if cq is None:
             return 0
-        return cq.get_offset_in_queue_by_time(
-            timestamp,
-            commit_log_min_offset=self.commit_log.get_min_offset(),
-            pickup_store_timestamp=self.commit_log.pickup_store_timestamp,
-            boundary=boundary,
-        )
+        cl_min = self.commit_log.get_min_offset()
+        reader = _StoreTimeReader(self.commit_log, cl_min)
+        try:
+            return cq.get_offset_in_queue_by_time(
+                timestamp, commit_log_min_offset=cl_min, pickup_store_timestamp=reader, boundary=boundary,
+            )
+        finally:
+            reader.close()
 
     def get_message_store_timestamp(self, topic: str, queue_id: int, consume_queue_offset: int) -> int:
         cq = self.consume_queue_store.find_consume_queue(topic, queue_id, create=False)
@@ -722,10 +783,15 @@ class MessageStore:
         max_filter = max(16000, max_msg_nums * _CQ_UNIT)
         memory = self._memory_for_messages()
         messages = result.messages
+        append = messages.append
         select = self.commit_log.select_from
         get = self.commit_log.get_message
         shared: SharedSelection | None = None
         consumed = 0  # units looked at (the next pull starts after them)
+        c = self.config
+        # _is_the_batch_full's limits, hoisted out of the loop (checked inline below)
+        disk_bytes, disk_count = c.max_transfer_bytes_on_message_in_disk, c.max_transfer_count_on_message_in_disk
+        mem_bytes, mem_count = c.max_transfer_bytes_on_message_in_memory, c.max_transfer_count_on_message_in_memory
         try:
             buf = sel_cq.buffer
             # Hot loop: the units come out of one struct.iter_unpack over the window (C-level),
@@ -736,11 +802,16 @@ class MessageStore:
                 if next_phy_file_start != _LONG_MIN and off_py < next_phy_file_start:
                     consumed += 1
                     continue
-                if messages and result.buffer_total_size and self._is_the_batch_full(
-                    size_py, max_msg_nums, result.buffer_total_size, len(messages),
-                    (max_offset_py - off_py) > memory,
-                ):
-                    break
+                total = result.buffer_total_size
+                if messages and total:  # _is_the_batch_full(size_py, max_msg_nums, total, count, in_disk)
+                    count = len(messages)
+                    if max_msg_nums <= count:
+                        break
+                    if (max_offset_py - off_py) > memory:
+                        if total + size_py > disk_bytes or count > disk_count - 1:
+                            break
+                    elif total + size_py > mem_bytes or count > mem_count - 1:
+                        break
                 if message_filter is not None and not message_filter.is_matched_by_consume_queue(tags_code):
                     result.filtered_count += 1
                     if not messages:
@@ -777,8 +848,8 @@ class MessageStore:
                         status = GetMessageStatus.NO_MATCHED_MESSAGE
                     consumed += 1
                     continue
-                messages.append(StoredMessage(holder, view, off_py, size_py))
-                result.buffer_total_size += size_py
+                append(StoredMessage(holder, view, off_py, size_py))
+                result.buffer_total_size = total + size_py
                 status = GetMessageStatus.FOUND
                 next_phy_file_start = _LONG_MIN
                 consumed += 1

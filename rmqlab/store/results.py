@@ -11,7 +11,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from rmqlab.codec.message import MessageRecord, decode_message
+from rmqlab.codec.message import MessageRecord, _decode
 
 if TYPE_CHECKING:
     from rmqlab.files.mapped_file import SelectMappedBufferResult
@@ -135,12 +135,14 @@ class StoredMessage:
         self._record: MessageRecord | None = None
 
     def decode(self) -> MessageRecord:
-        if self._record is None:
-            rec = decode_message(self.buffer, 0)
-            if not isinstance(rec, MessageRecord):
+        rec = self._record
+        if rec is None:
+            buf = self.buffer
+            rec = _decode(buf, 0, len(buf), False, True, None)  # decode_message(buf), one call less
+            if type(rec) is not MessageRecord:
                 raise TypeError(f"no message at commit log offset {self.commit_log_offset}")
             self._record = rec
-        return self._record
+        return rec
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.decode(), name)

@@ -1,0 +1,91 @@
+"""``get_message`` batch limits (RocketMQ ``isTheBatchFull``) against a reference model.
+
+The scan loop checks the transfer limits inline; this drives it with random limits, sizes,
+offsets and "in memory" thresholds (so both the in-memory and the in-disk limits apply) and
+compares the messages returned and the next offset with a direct transcription of the rule.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import tempfile
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rmqlab import MessageStore, MessageStoreConfig
+from rmqlab.clock import ManualClock
+from rmqlab.store.message import Message
+from rmqlab.store.message_filter import TagFilter
+
+N = 60
+
+
+@pytest.fixture(scope="module")
+def store() -> Iterator[MessageStore]:
+    root = tempfile.mkdtemp(prefix="rmqlab-limits-")
+    s = MessageStore.open(root, MessageStoreConfig.small(root), clock=ManualClock(), threaded=False)
+    try:
+        for i in range(N):  # sizes vary, several CommitLog files (64 KiB each)
+            s.put_message(Message("TopicL", bytes([i % 251]) * (100 + 37 * (i % 50)), tags=f"T{i % 3}"))
+        s.wait_dispatched()
+        yield s
+    finally:
+        s.shutdown()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def is_the_batch_full(size: int, max_msg_nums: int, total: int, count: int, in_disk: bool,
+                      c: MessageStoreConfig) -> bool:
+    """RocketMQ 4.9.8 ``DefaultMessageStore.isTheBatchFull``, transcribed."""
+    if total == 0 or count == 0:
+        return False
+    if max_msg_nums <= count:
+        return True
+    if in_disk:
+        return (total + size > c.max_transfer_bytes_on_message_in_disk
+                or count > c.max_transfer_count_on_message_in_disk - 1)
+    return (total + size > c.max_transfer_bytes_on_message_in_memory
+            or count > c.max_transfer_count_on_message_in_memory - 1)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(offset=st.integers(0, N - 1), max_nums=st.integers(1, 40), mem_bytes=st.integers(1, 40000),
+       mem_count=st.integers(1, 40), disk_bytes=st.integers(1, 40000), disk_count=st.integers(1, 40),
+       memory=st.integers(0, 120000), tag=st.sampled_from([None, "T1"]))
+def test_batch_limits_match_rocketmq(store: MessageStore, offset: int, max_nums: int, mem_bytes: int,
+                                     mem_count: int, disk_bytes: int, disk_count: int, memory: int,
+                                     tag: str | None) -> None:
+    saved = store.config, store._memory_cache
+    c = store.config = dataclasses.replace(
+        saved[0], max_transfer_bytes_on_message_in_memory=mem_bytes, max_transfer_count_on_message_in_memory=mem_count,
+        max_transfer_bytes_on_message_in_disk=disk_bytes, max_transfer_count_on_message_in_disk=disk_count)
+    store._memory_cache = float(memory)
+    try:
+        flt = TagFilter(tag) if tag else None
+        with store.get_message("g", "TopicL", 0, offset, max_nums, flt) as got:
+            cq = store.consume_queue_store.find_consume_queue("TopicL", 0, create=False)
+            assert cq is not None
+            max_py = store.commit_log.get_max_offset()
+            expect: list[int] = []
+            total = looked = 0
+            for q in range(offset, N):
+                phy, size, _tags_code = cq.get_unit(q)
+                if is_the_batch_full(size, max_nums, total, len(expect), max_py - phy > memory, c):
+                    break
+                looked += 1
+                if flt is not None and f"T{q % 3}" != tag:
+                    continue
+                expect.append(phy)
+                total += size
+            assert got.commit_log_offsets == expect
+            assert got.buffer_total_size == total
+            assert got.next_begin_offset == offset + looked
+            assert [m.decode().body[0] for m in got.messages] == [
+                store.look_message_by_offset(p).body[0] for p in expect  # type: ignore[union-attr]
+            ]
+    finally:
+        store.config, store._memory_cache = saved

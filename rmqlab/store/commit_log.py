@@ -459,9 +459,7 @@ class CommitLog:
         except TypeError:  # non-str keys, unhashable host...: let the exact path answer
             return None
         if shape is False:
-            if len(self._shapes) >= _MAX_SHAPES:
-                self._shapes.clear()
-            shape = self._shapes[skey] = self._shape(msg, bool(ks))
+            shape = self._new_shape(skey, msg, ks)
         if shape is None or (ks and ("\x01" in ks or "\x02" in ks)):
             return None
         body = msg.body
@@ -503,32 +501,90 @@ class CommitLog:
         Fast path: encode from the message's cached shape (no intermediate record object) and,
         under the put lock, pack the head with its final queue offset, physical offset and store
         time straight into the mapped file, then copy body and tail. Anything unusual (a refusal,
-        a file roll, user properties, SCHEDULE_TOPIC...) takes the exact path below.
+        user properties, SCHEDULE_TOPIC...) takes the exact path at the end. The steps are those
+        of :meth:`_encode_fast` and :meth:`put_messages`, inlined: this is the hottest call.
         """
-        drawn: list[str] = []
         now = self.clock.now_ms()
-        if self.fast_path and self.writeable:
-            fast = self._encode_fast(msg, now, drawn)
-            if fast is not None:
-                result = self._put_fast(msg, fast)
-                if result is not None:
-                    return result
+        uniq = None
+        if self.fast_path and self.writeable and not msg.properties:
+            keys = msg.keys
+            try:
+                if not keys:
+                    ks = ""
+                elif keys.__class__ is str:
+                    ks = keys
+                else:
+                    ks = " ".join(keys) if "" not in keys else " ".join([k for k in keys if k])
+                skey = (msg.topic, msg.tags, msg.born_host, msg.sys_flag, msg.wait_store_msg_ok,
+                        msg.delay_time_level, not ks)
+                shape = self._shapes.get(skey, False)
+            except TypeError:  # non-str keys, unhashable host...: let the exact path answer
+                shape = None
+            if shape is False:
+                shape = self._new_shape(skey, msg, ks)
+            body = msg.body
+            queue_id = msg.queue_id
+            uniq = msg.uniq_key
+            if (
+                shape is not None
+                and (not ks or ("\x01" not in ks and "\x02" not in ks))
+                and len(body) <= self._max_message_size
+                and queue_id >= 0
+                and (not uniq or (uniq.__class__ is str and "\x01" not in uniq and "\x02" not in uniq))
+            ):
+                if not uniq:
+                    prefix = self._uniq_prefix
+                    if prefix[0] != now:
+                        prefix = self._uniq_prefix = (now, self._uniq.time_prefix(now, self._tz))
+                    uniq = f"{prefix[1]}{next(self._uniq_counter) & 0xFFFF:04X}"
+                parsed = shape.parsed.copy()
+                parsed[_UNIQ] = uniq
+                if ks:
+                    parsed[_KEYS] = ks
+                    if shape.keys_first:
+                        props = f"{shape.seg0}{ks}{shape.seg1}{uniq}{shape.seg2}".encode()
+                    else:
+                        props = f"{shape.seg0}{uniq}{shape.seg1}{ks}{shape.seg2}".encode()
+                else:
+                    props = f"{shape.seg0}{uniq}{shape.seg1}".encode()
+                plen = len(props)
+                total = shape.fixed + len(body) + plen
+                if plen <= _MAX_PROPERTIES_LENGTH and total <= self._max_record_size:
+                    born = msg.born_timestamp
+                    result = self._write_one(
+                        msg, shape, total, _crc32(body) & 0x7FFFFFFF,
+                        shape.topic_tail + plen.to_bytes(2, "big") + props,
+                        (shape.topic, queue_id, shape.tags_code, ks or None, uniq, shape.sys_flag,
+                         msg.prepared_transaction_offset, parsed),
+                        now if born is None else born,
+                    )  # fmt: skip
+                    if result is not None:
+                        return result
+            elif uniq.__class__ is not str:
+                uniq = None
         bad = self.check_message(msg)
         if bad is not None:
             return bad
         # the UNIQ_KEY and time the fast path already drew, if any: the record it would have made
-        enc = self.encode_record(msg, now, drawn[0] if drawn else None)
+        enc = self.encode_record(msg, now, uniq or None)
         if isinstance(enc, PutMessageResult):
             return enc
         return self._put([enc])
 
-    def _put_fast(self, msg: Message, enc: tuple) -> PutMessageResult | None:
-        """Write one fast-encoded record at the end of the last file; None (nothing changed)
-        when it does not fit there or the log is not writeable: the caller takes the exact path."""
-        shape, total, crc, tail, dispatch, born = enc
+    def _new_shape(self, skey: tuple, msg: Message, ks: str) -> _Shape | None:
+        if len(self._shapes) >= _MAX_SHAPES:
+            self._shapes.clear()
+        shape = self._shapes[skey] = self._shape(msg, bool(ks))
+        return shape
+
+    def _write_one(
+        self, msg: Message, shape: _Shape, total: int, crc: int, tail: bytes, dispatch: tuple, born: int
+    ) -> PutMessageResult | None:
+        """Write one fast-encoded record at the end of the last file (rolling it like
+        :meth:`_put` when it does not fit); None (nothing changed) when only the exact path
+        can go on: the log is not writeable, no file can be created, the record fits no file."""
         body = msg.body
         head = shape.head
-        mf = None
         with self.put_lock:
             if not self.writeable:
                 return None
@@ -539,15 +595,16 @@ class CommitLog:
                 if mf is None:
                     return None
             pos = mf.wrote_position
-            gets_q = shape.gets_queue_offset
-            qkey = shape.queue_keys.get(dispatch[1]) or shape.queue_key(dispatch[1])
+            queue_id = dispatch[1]
+            qkey = shape.queue_keys.get(queue_id) or shape.queue_key(queue_id)
             table = self.topic_queue_table
+            gets_q = shape.gets_queue_offset
             q = table.get(qkey, 0) if gets_q else 0
             now = self.clock.now_ms()
             phys = mf.file_from_offset + pos
             target = mf.write_target
             head.pack_into(
-                target, pos, total, shape.magic, crc, dispatch[1], msg.flag, q, phys, shape.sys_flag, born,
+                target, pos, total, shape.magic, crc, queue_id, msg.flag, q, phys, shape.sys_flag, born,
                 shape.born_ip, shape.born_port, now, self._store_ip, self.store_host[1], msg.reconsume_times,
                 dispatch[6], len(body),
             )  # fmt: skip
@@ -612,28 +669,83 @@ class CommitLog:
         return self._put(encoded)
 
     def _put_batch_fast(self, msgs: Sequence[Message], drawn: list[str]) -> PutMessageResult | None:
-        """:meth:`put_messages` for a batch every message of which the fast path encodes: one
-        lock, one file check, heads packed in place, one result. None (nothing written) sends
-        the batch to the exact path, which then gives the answer (refusal or records)."""
+        """:meth:`put_messages` for a batch every message of which the fast path encodes: the
+        per-message steps of :meth:`put_message` (inlined) with one time prefix for the UNIQ_KEYs,
+        then one lock, one file check, every head packed with its final offsets, the records
+        joined and copied into the file at once, one result. None (nothing written) sends the
+        batch to the exact path, which then gives the answer (refusal or records)."""
         first = msgs[0]
         topic, queue_id = first.topic, first.queue_id
-        now = self.clock.now_ms()
-        encode = self._encode_fast
-        encs = []
-        batch_body = 0
-        for m in msgs:
-            if m.topic != topic or m.queue_id != queue_id or m.sys_flag & _TX_MASK:
-                return None
-            enc = encode(m, now, drawn)
-            if enc is None:
-                return None
-            encs.append(enc)
-            # MessageDecoder.encodeMessages: 22 + body + properties = 20 + record - fixed part
-            batch_body += 22 + enc[1] - enc[0].fixed
-        if batch_body > self._max_message_size:
+        if queue_id < 0:
             return None
-        total_all = sum([e[1] for e in encs])
-        n = len(encs)
+        now = self.clock.now_ms()
+        shapes = self._shapes
+        max_body = self._max_message_size
+        uniq_prefix = self._uniq_prefix
+        if uniq_prefix[0] != now:
+            uniq_prefix = self._uniq_prefix = (now, self._uniq.time_prefix(now, self._tz))
+        uniq_prefix_s = uniq_prefix[1]
+        counter = self._uniq_counter
+        add_drawn = drawn.append
+        recs = []
+        add = recs.append
+        batch_body = total_all = 0
+        for m in msgs:
+            if m.properties or m.topic != topic or m.queue_id != queue_id or m.sys_flag & _TX_MASK:
+                return None
+            keys = m.keys
+            try:
+                if not keys:
+                    ks = ""
+                elif keys.__class__ is str:
+                    ks = keys
+                else:
+                    ks = " ".join(keys) if "" not in keys else " ".join([k for k in keys if k])
+                skey = (topic, m.tags, m.born_host, m.sys_flag, m.wait_store_msg_ok, m.delay_time_level, not ks)
+                shape = shapes.get(skey, False)
+            except TypeError:
+                return None
+            if shape is False:
+                shape = self._new_shape(skey, m, ks)
+            if shape is None or (ks and ("\x01" in ks or "\x02" in ks)):
+                return None
+            body = m.body
+            if len(body) > max_body:
+                return None
+            uniq = m.uniq_key
+            if not uniq:
+                uniq = f"{uniq_prefix_s}{next(counter) & 0xFFFF:04X}"
+            elif uniq.__class__ is not str or "\x01" in uniq or "\x02" in uniq:
+                return None
+            add_drawn(uniq)
+            parsed = shape.parsed.copy()
+            parsed[_UNIQ] = uniq
+            if ks:
+                parsed[_KEYS] = ks
+                if shape.keys_first:
+                    props = f"{shape.seg0}{ks}{shape.seg1}{uniq}{shape.seg2}".encode()
+                else:
+                    props = f"{shape.seg0}{uniq}{shape.seg1}{ks}{shape.seg2}".encode()
+            else:
+                props = f"{shape.seg0}{uniq}{shape.seg1}".encode()
+            plen = len(props)
+            total = shape.fixed + len(body) + plen
+            if plen > _MAX_PROPERTIES_LENGTH or total > self._max_record_size:
+                return None
+            batch_body += 22 + len(body) + plen  # MessageDecoder.encodeMessages' size of it
+            total_all += total
+            born = m.born_timestamp
+            add((
+                shape, total, _crc32(body) & 0x7FFFFFFF, shape.topic_tail + plen.to_bytes(2, "big") + props,
+                (topic, queue_id, shape.tags_code, ks or None, uniq, shape.sys_flag, m.prepared_transaction_offset,
+                 parsed),
+                now if born is None else born, m,
+            ))  # fmt: skip
+        if batch_body > max_body:
+            return None
+        n = len(recs)
+        pieces: list[bytes] = []
+        piece = pieces.append
         with self.put_lock:
             if not self.writeable:
                 return None
@@ -644,43 +756,39 @@ class CommitLog:
                 if mf is None:
                     return None
             pos = mf.wrote_position
-            qkey = encs[0][0].queue_key(queue_id)  # no transactions: every record gets an offset
+            qkey = recs[0][0].queue_key(queue_id)  # no transactions: every record gets an offset
             table = self.topic_queue_table
             q = first_q = table.get(qkey, 0)
             now = self.clock.now_ms()
             phys = wrote = mf.file_from_offset + pos
-            target = mf.write_target
             store_ip, store_port = self._store_ip, self.store_host[1]
             hints = self.dispatch_hints
             if len(hints) >= _MAX_DISPATCH_HINTS:
                 hints.clear()
-            ids = []
-            for (shape, total, crc, tail, dispatch, born), m in zip(encs, msgs, strict=True):
+            for shape, total, crc, tail, dispatch, born, m in recs:
                 body = m.body
-                head = shape.head
-                head.pack_into(
-                    target, pos, total, shape.magic, crc, queue_id, m.flag, q, phys, shape.sys_flag, born,
-                    shape.born_ip, shape.born_port, now, store_ip, store_port, m.reconsume_times, dispatch[6],
-                    len(body),
-                )  # fmt: skip
-                p = pos + head.size
-                end = p + len(body)
-                target[p:end] = body
-                target[end : pos + total] = tail
+                piece(shape.head.pack(
+                    total, shape.magic, crc, queue_id, m.flag, q, phys, shape.sys_flag, born, shape.born_ip,
+                    shape.born_port, now, store_ip, store_port, m.reconsume_times, dispatch[6], len(body),
+                ))  # fmt: skip
+                piece(body)
+                piece(tail)
                 hints[phys] = (total, q, now, shape.ts_pos, dispatch)
-                ids.append(phys)
-                pos += total
                 phys += total
                 q += 1
+            mf.write_target[pos : pos + total_all] = b"".join(pieces)
             table[qkey] = q
-            mf.wrote_position = pos
+            mf.wrote_position = pos + total_all
             mf.store_timestamp = now
             if self.bus.active:
-                self.bus.publish(Appended("commitlog", mf.name, wrote, total_all, pos))
+                self.bus.publish(Appended("commitlog", mf.name, wrote, total_all, pos + total_all))
         prefix = self._msg_id_prefix
-        result = _new_append_result(
-            _APPEND_OK, wrote, total_all, ",".join([f"{prefix}{off:016X}" for off in ids]), now, first_q, n
-        )
+        ids = []
+        off = wrote
+        for r in recs:
+            ids.append(f"{prefix}{off:016X}")
+            off += r[1]
+        result = _new_append_result(_APPEND_OK, wrote, total_all, ",".join(ids), now, first_q, n)
         if self.on_put is not None:
             self.on_put(result)
         return _new_put_result(_PUT_OK, result)

@@ -129,7 +129,7 @@ def bench_recovery(args: argparse.Namespace) -> None:
 
 
 def bench_sync_flush(args: argparse.Namespace) -> None:
-    print(f"\n{'sync flush':24} {'threads':>7} {'msgs/s':>9} {'flushes':>8} {'msgs/flush':>10}")
+    print(f"\n{'sync flush':24} {'threads':>7} {'msgs/s':>9} {'flushes':>8} {'msgs/flush':>10} {'cpu us/msg':>10}")
     results = {}
     for threads in args.threads:
         root = os.path.join(tempfile.mkdtemp(dir=args.dir, prefix="rmqlab-bench-"), "store")
@@ -149,16 +149,20 @@ def bench_sync_flush(args: argparse.Namespace) -> None:
                             counts[i] += 1
 
                 ts = [threading.Thread(target=producer, args=(i,)) for i in range(threads)]
+                c0 = time.process_time()
                 t0 = time.perf_counter()
                 for t in ts:
                     t.start()
                 for t in ts:
                     t.join()
                 elapsed = time.perf_counter() - t0
+                cpu = time.process_time() - c0  # every thread: producers, group commit, reput...
                 flushes = store.group_commit.flushes if store.group_commit else 0
+            n = max(sum(counts), 1)
             rate = sum(counts) / elapsed
             results[threads] = rate
-            print(f"{'':24} {threads:7} {rate:9.0f} {flushes:8} {sum(counts) / max(flushes, 1):10.1f}")
+            print(f"{'':24} {threads:7} {rate:9.0f} {flushes:8} {sum(counts) / max(flushes, 1):10.1f} "
+                  f"{cpu / n * 1e6:10.0f}")
         finally:
             shutil.rmtree(os.path.dirname(root), ignore_errors=True)
     if len(results) >= 2:

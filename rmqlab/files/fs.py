@@ -139,6 +139,9 @@ def try_munlock(buf: Any, length: int) -> bool:
 _MS_SYNC = 4 if sys.platform.startswith("linux") else (0x10 if sys.platform == "darwin" else 0)
 
 
+_msync: Any = None  # libc's msync once loaded (False: unavailable)
+
+
 def msync_range(mm: mmap.mmap, addr: int, offset: int, length: int) -> None:
     """Force ``[offset, offset + length)`` of the shared mapping ``mm`` to disk (``MS_SYNC``).
 
@@ -148,13 +151,17 @@ def msync_range(mm: mmap.mmap, addr: int, offset: int, length: int) -> None:
     thread during a sync flush); where libc is unavailable it falls back to ``mm.flush``.
     Raises ``OSError`` like ``mmap.flush``.
     """
+    global _msync
     if length <= 0:
         return
-    libc = _load_libc() if addr and _MS_SYNC else None
-    if not libc:
+    msync = _msync
+    if msync is None:  # loaded once: no lock per call on the sync-flush path
+        libc = _load_libc() if _MS_SYNC else None
+        msync = _msync = libc.msync if libc else False
+    if not addr or not msync:
         mm.flush(offset, length)
         return
-    if libc.msync(addr + offset, length, _MS_SYNC) != 0:
+    if msync(addr + offset, length, _MS_SYNC) != 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
 

@@ -16,6 +16,7 @@ Each service has ``run_once()`` and ``interval_ms()`` for the runners in ``servi
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import TYPE_CHECKING
 
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     from rmqlab.files.mapped_file_queue import MappedFileQueue
     from rmqlab.store.consume_queue_store import ConsumeQueueStore
     from rmqlab.store.store_checkpoint import StoreCheckpoint
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "CommitRealTimeService",
@@ -116,12 +119,12 @@ class GroupCommitService:
 
     A round (:meth:`run_once`) swaps the request lists and serves every request queued so far
     with as few ``flush(0)`` calls as the data needs: one, unless it crosses into the next file.
-    The service thread is woken at once by every put (the runner's wakeup; otherwise it polls
-    every 10 ms like RocketMQ's ``waitForRunning(10)``); producers block on their request's
-    latch, never spin. The flush msyncs without the GIL (``MappedFile.flush``), so while one
-    round forces the file the other producers append and queue the requests the next round
-    serves together. (Running the round in the producer thread instead, to save the two thread
-    switches, was measured slower on a VM: the vCPU idles during the msync and wakes late.)
+    A producer that finds no round running runs one itself (:meth:`try_run_once`: no hand-off
+    to this thread and back, which a lone producer pays on every message); otherwise it wakes
+    the service thread (which polls every 10 ms like RocketMQ's ``waitForRunning(10)``) and
+    blocks on its request's latch, never spinning. The flush msyncs without the GIL
+    (``MappedFile.flush``), so while one round forces the file the other producers append and
+    queue the requests the next round serves together.
     """
 
     name = "group_commit"
@@ -158,21 +161,41 @@ class GroupCommitService:
         with self._round:
             return self._run_round()
 
+    def try_run_once(self) -> bool:
+        """Run a round in the calling thread unless one is running; True if it ran.
+
+        What a SYNC_FLUSH producer calls right after queueing its request: when no round is
+        under way it serves the queue itself (its own request included), which saves the two
+        thread hand-offs (wake the service, be woken by it) per message a lone producer would
+        otherwise pay; when a round is running, the producer wakes the service and waits as
+        before, so concurrent producers still share one flush per round.
+        """
+        if not self._round.acquire(blocking=False):
+            return False
+        try:
+            self._run_round()
+        except Exception:  # as in the service thread: logged; the requests time out
+            log.exception("group commit round failed in a producer thread")
+        finally:
+            self._round.release()
+        return True
+
     def _run_round(self) -> int:
         self._swap()
         served = len(self._requests_read)
         self.rounds += 1
         if self._requests_read:
+            mfq = self.mfq
             for req in self._requests_read:
-                ok = self.mfq.flushed_where >= req.next_offset
+                ok = mfq.flushed_where >= req.next_offset
                 for _ in range(self.attempts):
                     if ok:
                         break
                     crash_point("before_commit_log_flush")
-                    self.mfq.flush(0)
+                    mfq.flush(0)
                     crash_point("after_commit_log_flush")
                     self.flushes += 1
-                    ok = self.mfq.flushed_where >= req.next_offset
+                    ok = mfq.flushed_where >= req.next_offset
                 req.complete(PutMessageStatus.PUT_OK if ok else PutMessageStatus.FLUSH_DISK_TIMEOUT)
             ts = self.mfq.store_timestamp
             if ts > 0:

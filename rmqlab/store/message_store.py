@@ -575,10 +575,13 @@ class MessageStore:
             gc = self.group_commit
             gc.put_request(req)
             if self.threaded:
-                self.runner.wakeup("group_commit")
+                # Serve the queue here when no round is running (no hand-off to the service
+                # thread and back); else the running round's service takes it next.
+                if not gc.try_run_once():
+                    self.runner.wakeup("group_commit")
                 status = req.wait(self.config.sync_flush_timeout)
             else:
-                self.group_commit.run_once()
+                gc.run_once()
                 status = req.status
             if status is not PutMessageStatus.PUT_OK:
                 return PutMessageResult(status, result.append_result, reason="flush did not finish in time")

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -116,3 +117,26 @@ def test_mlock_and_madvise_never_raise() -> None:
     assert isinstance(try_mlock(ro, 4096), bool)  # read-only buffers are accepted too
     mm.close()
     ro.close()
+
+
+def test_msync_range_forces_a_dirty_range_and_falls_back_without_an_address(tmp_path: Path) -> None:
+    from rmqlab.files.fs import address_of, msync_range
+
+    _mmap = mmap
+
+    path = tmp_path / "f"
+    path.write_bytes(bytes(3 * _mmap.PAGESIZE))
+    with open(path, "r+b") as f:
+        mm = _mmap.mmap(f.fileno(), 0)
+    try:
+        mm[10:15] = b"hello"
+        msync_range(mm, address_of(mm), 0, 15)  # libc msync, GIL released
+        mm[_mmap.PAGESIZE : _mmap.PAGESIZE + 3] = b"abc"
+        msync_range(mm, 0, _mmap.PAGESIZE, 3)  # no address: mmap.flush
+        msync_range(mm, address_of(mm), 0, 0)  # nothing to force
+        assert path.read_bytes()[10:15] == b"hello"
+        assert path.read_bytes()[_mmap.PAGESIZE : _mmap.PAGESIZE + 3] == b"abc"
+        with pytest.raises(OSError, match="Invalid argument"):
+            msync_range(mm, address_of(mm), 1, 10)  # not page aligned: EINVAL, as mmap.flush
+    finally:
+        mm.close()

@@ -1,0 +1,125 @@
+"""SYNC_FLUSH group commit: who runs a round, what an acknowledgement guarantees, timeouts.
+
+A producer serves the queue itself when no round is running (``try_run_once``) and otherwise
+leaves it to the running round's service; either way a PUT_OK means the CommitLog is flushed
+past the message, and a flush that cannot finish gives FLUSH_DISK_TIMEOUT.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from rmqlab import MessageStore, MessageStoreConfig
+from rmqlab.store.flush import GroupCommitRequest
+from rmqlab.store.message import Message
+from rmqlab.store.results import PutMessageStatus
+
+
+def sync_store(tmp_path: Path, **changes: object) -> MessageStore:
+    root = str(tmp_path / "s")
+    config = MessageStoreConfig.small(root, flush_disk_type="SYNC_FLUSH", **changes)
+    return MessageStore.open(root, config, threaded=True)
+
+
+def test_try_run_once_serves_the_queue_in_the_caller(tmp_path: Path) -> None:
+    store = sync_store(tmp_path)
+    try:
+        gc = store.group_commit
+        assert gc is not None
+        r = store.put_message(Message("TopicF", b"x" * 100))
+        assert r.ok
+        end = store.commit_log.get_max_offset()
+        req = GroupCommitRequest(end)
+        gc.put_request(req)
+        rounds = gc.rounds
+        while not gc.try_run_once():  # the service's 10 ms poll round may hold the lock
+            time.sleep(0.001)
+        assert req.is_done()  # served by that round or by ours
+        assert req.status is PutMessageStatus.PUT_OK
+        assert store.commit_log.mapped_file_queue.flushed_where >= end
+        assert gc.rounds > rounds
+    finally:
+        store.shutdown()
+
+
+def test_try_run_once_leaves_a_busy_round_alone(tmp_path: Path) -> None:
+    store = sync_store(tmp_path)
+    try:
+        gc = store.group_commit
+        assert gc is not None
+        with gc._round:  # a round is running (in "another" thread)
+            req = GroupCommitRequest(0)
+            gc.put_request(req)
+            assert gc.try_run_once() is False
+            time.sleep(0.05)
+            assert not req.is_done()  # nobody can serve it while the round runs
+        assert req.wait(5000) is PutMessageStatus.PUT_OK  # the service serves it once the round ends
+    finally:
+        store.shutdown()
+
+
+def test_acknowledged_means_flushed_with_concurrent_producers(tmp_path: Path) -> None:
+    store = sync_store(tmp_path)
+    mfq = store.commit_log.mapped_file_queue
+    bad: list[tuple[int, int]] = []
+    acked = [0] * 6
+
+    def producer(i: int) -> None:
+        msg = Message("TopicF", bytes([i]) * 300, keys=[f"p{i}"], queue_id=i % 2)
+        for _ in range(40):
+            r = store.put_message(msg)
+            assert r.ok, r.status
+            end = r.wrote_offset + r.wrote_bytes
+            if mfq.flushed_where < end:  # the flushed position never moves back
+                bad.append((end, mfq.flushed_where))
+            acked[i] += 1
+
+    try:
+        threads = [threading.Thread(target=producer, args=(i,)) for i in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert bad == []
+        assert sum(acked) == 240
+        gc = store.group_commit
+        assert gc is not None
+        assert gc.flushes <= 240  # requests share flushes, never more than one each
+        assert store.checkpoint.physic_msg_timestamp > 0  # rounds record the flushed store time
+    finally:
+        store.shutdown()
+
+
+def test_a_flush_that_cannot_finish_times_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = sync_store(tmp_path, sync_flush_timeout=300)
+    try:
+        mfq = store.commit_log.mapped_file_queue
+        monkeypatch.setattr(mfq, "flush", lambda least: True)  # the disk never takes anything
+        t0 = time.monotonic()
+        r = store.put_message(Message("TopicF", b"y" * 50))
+        assert r.status is PutMessageStatus.FLUSH_DISK_TIMEOUT
+        assert time.monotonic() - t0 < 5  # the round gives up after its attempts, no long wait
+    finally:
+        monkeypatch.undo()
+        store.shutdown()
+
+
+def test_a_failing_round_in_the_producer_times_out_like_one_in_the_service(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = sync_store(tmp_path, sync_flush_timeout=200)
+    try:
+        mfq = store.commit_log.mapped_file_queue
+
+        def broken(least: int) -> bool:
+            raise OSError(5, "I/O error")
+
+        monkeypatch.setattr(mfq, "flush", broken)
+        r = store.put_message(Message("TopicF", b"z" * 50))
+        assert r.status is PutMessageStatus.FLUSH_DISK_TIMEOUT  # logged, never raised to the producer
+    finally:
+        monkeypatch.undo()
+        store.shutdown()

@@ -48,6 +48,7 @@ from rmqlab.store.results import (
     AppendMessageStatus,
     PutMessageResult,
     PutMessageStatus,
+    put_ok,
 )
 
 if TYPE_CHECKING:
@@ -106,8 +107,6 @@ _PH_KEYS = "\x00\x00rmqlab-keys\x00\x00"
 _PH_UNIQ = "\x00\x00rmqlab-uniq\x00\x00"
 _MAX_SHAPES = 4096
 _crc32 = zlib.crc32
-_PUT_OK = PutMessageStatus.PUT_OK
-_APPEND_OK = AppendMessageStatus.PUT_OK
 
 
 class _Shape:
@@ -622,10 +621,10 @@ class CommitLog:
             mf.store_timestamp = now
             if self.bus.active:
                 self.bus.publish(Appended("commitlog", mf.name, phys, total, pos + total))
-        result = _new_append_result(_APPEND_OK, phys, total, f"{self._msg_id_prefix}{phys:016X}", now, q, 1)
+        result = put_ok(phys, total, f"{self._msg_id_prefix}{phys:016X}", now, q, 1)
         if self.on_put is not None:
-            self.on_put(result)
-        return _new_put_result(_PUT_OK, result)
+            self.on_put(result.append_result)  # type: ignore[arg-type]
+        return result
 
     def _fast_roll(self, mf: MappedFile | None, total: int) -> MappedFile | None:
         """Under the put lock, when ``total`` bytes do not fit in ``mf`` (the last file): what
@@ -788,10 +787,10 @@ class CommitLog:
         for r in recs:
             ids.append(f"{prefix}{off:016X}")
             off += r[1]
-        result = _new_append_result(_APPEND_OK, wrote, total_all, ",".join(ids), now, first_q, n)
+        result = put_ok(wrote, total_all, ",".join(ids), now, first_q, n)
         if self.on_put is not None:
-            self.on_put(result)
-        return _new_put_result(_PUT_OK, result)
+            self.on_put(result.append_result)  # type: ignore[arg-type]
+        return result
 
     def encode_batch(
         self, msgs: Sequence[Message], check: Callable[[Message], PutMessageResult | None] | None = None,

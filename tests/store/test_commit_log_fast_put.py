@@ -29,7 +29,13 @@ from rmqlab.codec.msg_id import UniqKeyGenerator
 from rmqlab.events import Appended, EventRecorder, Rolled
 from rmqlab.store.commit_log import CommitLog
 from rmqlab.store.message import Message
-from rmqlab.store.results import PutMessageResult
+from rmqlab.store.results import (
+    AppendMessageResult,
+    AppendMessageStatus,
+    PutMessageResult,
+    PutMessageStatus,
+    put_ok,
+)
 from rmqlab.store.store_stats import StoreStatsService
 
 # 2023-11-30 23:59:59.000 UTC: a month boundary is one clock advance away (UNIQ_KEY prefix)
@@ -224,6 +230,43 @@ def test_unwritable_and_shut_down_stores_refuse_alike() -> None:
         _run(fast, exact, [("put", Message("TopicA", b"x")), ("batch", [Message("TopicA", b"x")])])
 
 
+def test_concurrent_producers_get_unique_keys_and_dense_offsets() -> None:
+    from rmqlab.codec.message import MessageRecord
+    from rmqlab.codec.walk import iter_records
+
+    with _pair() as (fast, _exact):
+        n_threads, per = 4, 300
+        results: list[PutMessageResult] = []
+
+        def producer(t: int) -> None:
+            for i in range(per):
+                if i % 10 == 0:
+                    batch = [Message("TopicA", b"b" * 100, tags="T", keys=f"t{t}b{i}j{j}", queue_id=t % 2)
+                             for j in range(3)]
+                    results.append(fast.put_messages(batch))
+                else:
+                    results.append(fast.put_message(Message("TopicA", b"x" * 200, tags="T", keys=[f"t{t}i{i}"],
+                                                            queue_id=t % 2)))
+
+        threads = [threading.Thread(target=producer, args=(t,)) for t in range(n_threads)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert all(r.ok for r in results)
+        records = [rec for name, buf in _files(fast).items()
+                   for _off, rec in iter_records(buf, base_offset=int(name), check_crc=True)
+                   if isinstance(rec, MessageRecord)]
+        total = n_threads * (per // 10 * 3 + per - per // 10)
+        assert len(records) == total
+        assert len({r.uniq_key for r in records}) == total
+        for q in (0, 1):
+            offsets = [r.queue_offset for r in records if r.queue_id == q]
+            assert offsets == list(range(len(offsets)))
+        assert fast.wait_dispatched()
+        assert fast.get_max_offset_in_queue("TopicA", 0) + fast.get_max_offset_in_queue("TopicA", 1) == total
+
+
 def test_uniq_keys_follow_message_client_id_setter() -> None:
     """new_uniq_key == UniqKeyGenerator.create for the same prefix and counter, across months."""
     cl = CommitLog.__new__(CommitLog)
@@ -252,6 +295,24 @@ def test_head_struct_and_topic_field_match_encode_message_parts() -> None:
         assert decode_message(ref).topic == "TopicA"
     with pytest.raises(ValueError, match="ip lengths"):
         head_struct(5, 4)
+
+
+def test_put_ok_equals_the_dataclass_results() -> None:
+    import dataclasses
+
+    fast = put_ok(10, 20, "ID1,ID2", 30, 40, 2)
+    ref = PutMessageResult(PutMessageStatus.PUT_OK, AppendMessageResult(AppendMessageStatus.PUT_OK, 10, 20, "ID1,ID2",
+                                                                         30, 40, 2))
+    assert type(fast) is PutMessageResult
+    assert type(fast.append_result) is AppendMessageResult
+    assert fast == ref
+    assert repr(fast) == repr(ref)
+    assert hash(fast.append_result) == hash(ref.append_result)
+    assert (fast.ok, fast.msg_id, fast.wrote_offset, fast.queue_offset) == (True, "ID1,ID2", 10, 40)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.reason = "x"  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.append_result.msg_num = 3  # type: ignore[union-attr,misc]
 
 
 # ------------------------------------------------------------------------------------- stats

@@ -790,7 +790,9 @@ class MessageStore:
         select = self.commit_log.select_from
         get = self.commit_log.get_message
         shared: SharedSelection | None = None
+        sh_start = sh_end = 0  # the shared selection's [start, end)
         consumed = 0  # units looked at (the next pull starts after them)
+        total = 0  # result.buffer_total_size, kept local in the loop
         c = self.config
         # _is_the_batch_full's limits, hoisted out of the loop (checked inline below)
         disk_bytes, disk_count = c.max_transfer_bytes_on_message_in_disk, c.max_transfer_count_on_message_in_disk
@@ -805,8 +807,7 @@ class MessageStore:
                 if next_phy_file_start != _LONG_MIN and off_py < next_phy_file_start:
                     consumed += 1
                     continue
-                total = result.buffer_total_size
-                if messages and total:  # _is_the_batch_full(size_py, max_msg_nums, total, count, in_disk)
+                if total and messages:  # _is_the_batch_full(size_py, max_msg_nums, total, count, in_disk)
                     count = len(messages)
                     if max_msg_nums <= count:
                         break
@@ -822,15 +823,17 @@ class MessageStore:
                     consumed += 1
                     continue
                 # commit_log.get_message(off_py, size_py), served from one selection per file
-                if shared is None or not (shared.start <= off_py and off_py + size_py <= shared.end):
+                if shared is None or not (sh_start <= off_py and off_py + size_py <= sh_end):
                     if shared is not None:
                         shared.release()
                     shared = None
+                    sh_start = sh_end = 0
                     sel = select(off_py)
                     if sel is not None:
                         shared = SharedSelection(sel)
+                        sh_start, sh_end = shared.start, shared.end
                 holder: SharedSelection | SelectMappedBufferResult | None = shared
-                if shared is None or size_py < 0 or off_py + size_py > shared.end:
+                if shared is None or size_py < 0 or off_py + size_py > sh_end:
                     holder = get(off_py, size_py)  # the exact rule for what a shared one can't serve
                     if holder is None:
                         if not messages:
@@ -840,7 +843,7 @@ class MessageStore:
                         continue
                     view = holder.buffer
                 else:
-                    a = off_py - shared.start
+                    a = off_py - sh_start
                     view = shared.buffer[a : a + size_py]
                     shared.acquire()
                 if message_filter is not None and not message_filter.is_matched_by_commit_log(view):
@@ -852,11 +855,12 @@ class MessageStore:
                     consumed += 1
                     continue
                 append(StoredMessage(holder, view, off_py, size_py))
-                result.buffer_total_size = total + size_py
+                total += size_py
                 status = GetMessageStatus.FOUND
                 next_phy_file_start = _LONG_MIN
                 consumed += 1
         finally:
+            result.buffer_total_size = total
             sel_cq.release()
             if shared is not None:
                 shared.release()

@@ -3,13 +3,13 @@ updated in place from the pure builders in :mod:`rmqlab.widgets.figures`."""
 
 from __future__ import annotations
 
+import copy
 import functools
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
 import numpy as np
-from plotly.basedatatypes import Undefined
 
 from rmqlab.widgets import require_widgets
 from rmqlab.widgets._source import Source, as_source
@@ -23,8 +23,8 @@ def set_figure(target: Any, new: Any) -> bool:
     ``go.Figure``, taken as its JSON).
 
     Diffs against the spec applied last (kept on the widget) and sends only the trace and layout
-    properties (top level: ``x``, ``marker``, ``xaxis``...) that changed, in one
-    ``plotly_update`` (one message to the browser), without re-validating them: the builders
+    properties (top level: ``x``, ``marker``, ``xaxis``...) that changed, through
+    ``plotly_update`` (one message per set of changed keys), without re-validating them: the builders
     make valid specs, and plotly's validation of thousands of hover strings and offsets on every
     redraw was most of a redraw's cost. When the number or types of traces change, the traces are
     replaced. Returns True when they were (click handlers must be re-added).
@@ -51,14 +51,25 @@ def set_figure(target: Any, new: Any) -> bool:
         if diff:
             indexes.append(i)
             changes.append(diff)
-    restyle = {k: [d.get(k, Undefined) for d in changes] for k in {k for d in changes for k in d}}
     relayout = {k: v for k, v in layout.items() if not (k in old_layout and _same(old_layout[k], v))}
+    if "template" in relayout and relayout["template"] is not None:
+        relayout["template"] = copy.deepcopy(relayout["template"])  # the cached template stays unshared
     relayout.update((k, None) for k in old_layout if k not in layout)
-    if restyle or relayout:
-        target.plotly_update(restyle_data=restyle, relayout_data=relayout, trace_indexes=indexes)
-        for i, diff in zip(indexes, changes, strict=True):
-            _forget(target.data[i], diff)
-        _forget(target.layout, relayout)
+    # One update per set of changed keys: a key missing for some of the traces of one update would
+    # have to be sent as Undefined, which plotly.js stores as a present-but-undefined attribute
+    # (``marker: undefined`` then breaks its next newPlot).
+    groups: dict[frozenset[str], list[int]] = {}
+    for n, diff in enumerate(changes):
+        groups.setdefault(frozenset(diff), []).append(n)
+    updates = [({k: [changes[n][k] for n in members] for k in keys}, [indexes[n] for n in members])
+               for keys, members in groups.items()] or [({}, [])]
+    for u, (restyle, trace_indexes) in enumerate(updates):
+        lay = relayout if u == 0 else {}
+        if restyle or lay:
+            target.plotly_update(restyle_data=restyle, relayout_data=lay, trace_indexes=trace_indexes)
+    for i, diff in zip(indexes, changes, strict=True):
+        _forget(target.data[i], diff)
+    _forget(target.layout, relayout)
     target._rmq_applied = (data, layout)
     return replaced
 

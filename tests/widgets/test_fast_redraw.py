@@ -135,16 +135,40 @@ def test_diffed_widget_equals_validated_figure(seq):
     (trace counts changing, properties appearing and disappearing included)."""
     kind, values = seq
     fw = go.FigureWidget()
+    sent = _record(fw)
     for spec in _specs(kind, values):
         set_figure(fw, spec)
         assert _shown(fw) == _validated(spec)
+    _check_messages(sent)
+
+
+def _record(fw) -> list:
+    """Capture the update messages ``fw`` sends to the browser."""
+    sent: list = []
+    real = fw._send_update_msg
+
+    def send(restyle_data, relayout_data, trace_indexes=None, **kw):
+        sent.append((restyle_data, relayout_data, trace_indexes))
+        return real(restyle_data, relayout_data, trace_indexes, **kw)
+
+    fw._send_update_msg = send
+    return sent
+
+
+def _check_messages(sent) -> None:
+    """Every restyle value is one value per listed trace and never Undefined: plotly.js stores an
+    undefined value as a present attribute (``marker: undefined``), which breaks its next newPlot."""
+    from plotly.basedatatypes import Undefined
+
+    for restyle, _relayout, indexes in sent:
+        for values in restyle.values():
+            assert len(values) == len(indexes)
+            assert not any(v is Undefined for v in values)
 
 
 def test_unchanged_spec_sends_nothing_and_changes_send_only_themselves():
     fw = go.FigureWidget()
-    sent = []
-    fw._send_update_msg = lambda restyle_data, relayout_data, trace_indexes=None, **kw: sent.append(
-        (restyle_data, relayout_data, trace_indexes))
+    sent = _record(fw)
     state = QueueState("commitlog", (FileState("0" * 20, 0, 1024, 10, 10, 5, "active"),), 10, 5, live=True)
     assert set_figure(fw, figures.mapped_files_spec(state)) is True  # first draw: traces added
     sent.clear()
@@ -152,11 +176,11 @@ def test_unchanged_spec_sends_nothing_and_changes_send_only_themselves():
     assert sent == []  # nothing changed: no message
     moved = QueueState("commitlog", (FileState("0" * 20, 0, 1024, 20, 10, 5, "active"),), 10, 5, live=True)
     set_figure(fw, figures.mapped_files_spec(moved))
-    (restyle, relayout, indexes), = sent
-    names = [fw.data[i].name for i in indexes]
-    assert set(names) == {"file", "written", "wrote"}  # hover texts and the wrote marker moved
-    assert "x" in restyle
-    assert relayout == {}
+    _check_messages(sent)
+    names = {fw.data[i].name for _, _, indexes in sent for i in indexes}
+    assert names == {"file", "written", "wrote"}  # hover texts and the wrote marker moved
+    assert len(sent) == 2  # {hovertext} for "file"; {x, hovertext} for "written" and "wrote"
+    assert all(relayout == {} for _, relayout, _ in sent)
     assert list(fw.data[4].x) == [20]
 
 

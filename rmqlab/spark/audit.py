@@ -17,24 +17,23 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from rmqlab.codec.consume_queue_unit import MAX_ADDR
 from rmqlab.codec.flags import SCHEDULE_TOPIC, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
-from rmqlab.codec.index_layout import HASH_SLOT_SIZE, INDEX_HEADER_SIZE, INDEX_SIZE, index_key, index_key_hash
+from rmqlab.codec.index_layout import HASH_SLOT_SIZE, INDEX_HEADER_SIZE, INDEX_SIZE
 from rmqlab.spark import schemas
 
 __all__ = [
     "AuditInputs",
     "audit",
     "audit_inputs",
-    "checkpoint_findings",
-    "cq_not_monotonic",
     "cq_to_log",
     "damage_findings",
     "file_walks",
@@ -42,7 +41,11 @@ __all__ = [
     "load_inputs",
     "log_to_cq",
     "outside_log",
+    "pointers",
+    "shuffle_partitions_for",
     "stats",
+    "suspects",
+    "walk_findings",
     "write_audit",
     "write_stats",
 ]
@@ -67,17 +70,30 @@ _STORES_SCHEMA = StructType([
     StructField("log_end", LongType(), False), StructField("has_files", IntegerType(), False),
     StructField("cp_present", IntegerType(), False), StructField("physic", LongType(), True),
     StructField("logics", LongType(), True), StructField("index", LongType(), True),
+    StructField("file_size", LongType(), False), StructField("aligned", IntegerType(), False),
 ])
+
+#: rmq_commitlog columns the audit reads (the reader builds only these); CRC and stats add theirs
+RECORD_COLUMNS = ["store_path", "file", "offset", "size", "record_type", "topic", "queue_id", "queue_offset",
+                  "physical_offset", "sys_flag", "tags_code", "store_timestamp", "key_hashes", "error", "error_detail"]
+CRC_COLUMNS = ["crc_ok", "body_crc", "body_length"]
+STATS_COLUMNS = ["tags", "keys"]
+ITEM_COLUMNS = ["store_path", "file", "hash_slot_num", "item_no", "key_hash", "phy_offset", "slot"]
+#: CommitLog bytes per shuffle partition when the audit sizes ``spark.sql.shuffle.partitions``
+BYTES_PER_SHUFFLE_PARTITION = 256 * 1024 * 1024
 
 
 @dataclass
 class AuditInputs:
-    """What the checks join. ``records``: rmq_commitlog rows (messages, blanks, errors), slim and
-    persisted; ``units``: rmq_consumequeue rows incl. pre-blank units; ``items``: rmq_index rows;
-    ``files``: one row per non-empty CommitLog file (store, file, base, hi, mapped_length, last);
-    ``queues``: per queue its first queue offset and end (``q_base``, ``q_end``) as ``verify``
-    sees them; ``stores``: per store the log's start/end and checkpoint values; ``driver``:
-    findings computed on the driver (layout, abort)."""
+    """What the checks join. ``records``: rmq_commitlog rows (messages, blanks, errors) with the
+    columns :data:`RECORD_COLUMNS`, persisted; ``units``: rmq_consumequeue rows incl. pre-blank
+    units; ``items``: rmq_index rows (:data:`ITEM_COLUMNS`); ``files``: one row per non-empty
+    CommitLog file (store, file, base, hi, mapped_length, last); ``queues``: per queue its first
+    queue offset and end (``q_base``, ``q_end``) as ``verify`` sees them; ``stores``: per store the
+    log's start/end, file size, whether every file name is a multiple of it (``aligned``) and the
+    checkpoint values; ``driver``: findings computed on the driver (layout, abort, queues whose
+    offsets decrease); ``log_bytes``: the CommitLog bytes of all stores; ``store_rows``: the
+    ``stores`` rows as tuples."""
 
     records: DataFrame
     units: DataFrame
@@ -86,6 +102,16 @@ class AuditInputs:
     queues: DataFrame
     stores: DataFrame
     driver: DataFrame
+    misaligned: list[str] = field(default_factory=list)
+    log_bytes: int = 0
+    derived: list[DataFrame] = field(default_factory=list)
+    store_rows: list[tuple[Any, ...]] = field(default_factory=list)
+
+    def unpersist(self) -> None:
+        """Drop the cached records, units and items, and what the audit cached from them."""
+        for df in (self.records, self.units, self.items, *self.derived):
+            df.unpersist()
+        self.derived.clear()
 
 
 # ------------------------------------------------------------------------------------ inputs
@@ -101,19 +127,25 @@ def _store_meta(path: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]
         files = [(snap.path, os.path.relpath(mf.file_name, snap.path), mf.file_from_offset,
                   mf.file_from_offset + size, mf.mapped_length, int(n >= last_data)) for n, mf in enumerate(log)]
         queues = []
-        for (topic, qid), q in snap.consume_queues.items():
-            base, units = q.units()
-            first = os.path.relpath(q.files[0].file_name, snap.path) if q.files else ""
-            queues.append((snap.path, topic, qid, base, base + len(units), first))
-        end = log[-1].file_from_offset + size if log else 0
-        cp = snap.checkpoint_values()
-        store = (snap.path, snap.min_offset, end, int(bool(log)), int(cp is not None),
-                 cp.physic_msg_timestamp if cp else None, cp.logics_msg_timestamp if cp else None,
-                 cp.index_msg_timestamp if cp else None)
         found: list[Finding] = list(_check_layout(snap))
         if snap.abort_present:
             found.append(Finding("info", "abort_present", "abort", 0,
                                  "abort file present: the last exit was not clean; opening runs abnormal recovery"))
+        for (topic, qid), q in snap.consume_queues.items():
+            base, units = q.units()
+            first = os.path.relpath(q.files[0].file_name, snap.path) if q.files else ""
+            queues.append((snap.path, topic, qid, base, base + len(units), first))
+            # per queue, from the units the driver holds anyway (verify's _Queue.sorted)
+            off = units["commit_log_offset"].astype(np.int64)[units["size"] != _PRE_BLANK]
+            if off.size and not bool(np.all(np.diff(off) >= 0)):
+                found.append(Finding("warning", "cq_not_monotonic", first, 0,
+                                     f"consume queue {topic}/{qid}: commit log offsets are not increasing"))
+        end = log[-1].file_from_offset + size if log else 0
+        cp = snap.checkpoint_values()
+        aligned = int(size > 0 and all(mf.file_from_offset % size == 0 for mf in log))
+        store = (snap.path, snap.min_offset, end, int(bool(log)), int(cp is not None),
+                 cp.physic_msg_timestamp if cp else None, cp.logics_msg_timestamp if cp else None,
+                 cp.index_msg_timestamp if cp else None, size, aligned)
         driver = [(f.severity, f.kind, snap.path, f.file, f.offset, f.message) for f in found]
     return files, queues, store, driver
 
@@ -133,13 +165,21 @@ def _first_header_ok(buf: Any) -> bool:
     return magic in (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2) and 8 <= total <= n
 
 
-_SLIM = ["store_path", "file", "offset", "size", "record_type", "topic", "queue_id", "queue_offset",
-         "physical_offset", "sys_flag", "tags", "tags_code", "keys", "uniq_key", "store_timestamp", "crc_ok",
-         "body_length", "body_crc", "error", "error_detail"]
+def shuffle_partitions_for(spark: SparkSession, log_bytes: int) -> int:
+    """Shuffle partitions for ``log_bytes`` of CommitLog: one per
+    :data:`BYTES_PER_SHUFFLE_PARTITION`, at least the default parallelism, at most 2000."""
+    per = -(-log_bytes // BYTES_PER_SHUFFLE_PARTITION)
+    return max(int(spark.sparkContext.defaultParallelism), min(per, 2000))
 
 
-def load_inputs(spark: SparkSession, stores: list[str], *, options: dict[str, str] | None = None) -> AuditInputs:
-    """Read every store once: records (persisted), units, items, and the driver-side facts."""
+def load_inputs(spark: SparkSession, stores: list[str], *, options: dict[str, str] | None = None,
+                check_crc: bool = False, with_stats: bool = False,
+                shuffle_partitions: int | None = None) -> AuditInputs:
+    """Read every store once: records, units and items (persisted), and the driver-side facts.
+
+    Only the columns the checks use are read (``check_crc`` adds the CRC columns, ``with_stats``
+    the tags and keys :func:`stats` needs). ``shuffle_partitions``: set on the session; None =
+    from the CommitLog size (:func:`shuffle_partitions_for`), 0 = leave the session's value."""
     from pyspark import StorageLevel
 
     stores = [os.path.abspath(s) for s in stores]
@@ -150,19 +190,24 @@ def load_inputs(spark: SparkSession, stores: list[str], *, options: dict[str, st
         queues += q
         rows.append(st)
         driver += d
+    log_bytes = sum(f[4] for f in files)
+    if shuffle_partitions != 0:
+        n = shuffle_partitions or shuffle_partitions_for(spark, log_bytes)
+        spark.conf.set("spark.sql.shuffle.partitions", str(n))
     paths = ",".join(stores)
-    opts = dict(options or {})
-    records = (spark.read.format("rmq_commitlog").options(**opts).option("include_blank", "true").load(paths)
-               .select(*_SLIM).withColumnRenamed("store_path", "store")
-               .persist(StorageLevel.MEMORY_AND_DISK))
+    cols = RECORD_COLUMNS + (CRC_COLUMNS if check_crc else []) + (STATS_COLUMNS if with_stats else [])
+    level = StorageLevel.MEMORY_AND_DISK
+    records = (spark.read.format("rmq_commitlog").options(**dict(options or {})).option("include_blank", "true")
+               .option("columns", ",".join(cols)).load(paths).withColumnRenamed("store_path", "store").persist(level))
     units = (spark.read.format("rmq_consumequeue").option("include_pre_blank", "true").load(paths)
-             .withColumnRenamed("store_path", "store").persist(StorageLevel.MEMORY_AND_DISK))
-    items = (spark.read.format("rmq_index").load(paths).withColumnRenamed("store_path", "store")
-             .persist(StorageLevel.MEMORY_AND_DISK))
+             .withColumnRenamed("store_path", "store").persist(level))
+    items = (spark.read.format("rmq_index").option("columns", ",".join(ITEM_COLUMNS)).load(paths)
+             .withColumnRenamed("store_path", "store").persist(level))
     return AuditInputs(
         records, units, items,
         spark.createDataFrame(files, _FILES_SCHEMA), spark.createDataFrame(queues, _QUEUES_SCHEMA),
         spark.createDataFrame(rows, _STORES_SCHEMA), spark.createDataFrame(driver, schemas.finding_schema()),
+        misaligned=[r[0] for r in rows if not r[-1]], log_bytes=log_bytes, store_rows=rows,
     )
 
 
@@ -183,7 +228,8 @@ def _finding(df: DataFrame, severity: str, kind: str | Column, file: Column | st
 def _cap(df: DataFrame, group: list[str], order: list[Column], more_file: Column, more_offset: Column,
          what: str) -> DataFrame:
     """Keep the first MAX_PER_KIND findings of each group; add verify's "... and N more" row,
-    pointing at ``more_file``/``more_offset`` evaluated on the group's first row."""
+    pointing at ``more_file``/``more_offset`` evaluated on the group's first row. (The window
+    runs over findings only, which are few.)"""
     ranked = (df.withColumn("_rn", F.row_number().over(Window.partitionBy(*group).orderBy(*order)))
               .withColumn("_n", F.count(F.lit(1)).over(Window.partitionBy(*group))))
     kept = ranked.where(F.col("_rn") <= MAX_PER_KIND).select(*_FINDING_NAMES)
@@ -193,10 +239,11 @@ def _cap(df: DataFrame, group: list[str], order: list[Column], more_file: Column
     return kept.unionByName(more)
 
 
-def _first_of(df: DataFrame, group: list[str], order: str) -> DataFrame:
-    """The first row of each group by ``order``, with the group's row count as ``_n``."""
-    return (df.withColumn("_rn", F.row_number().over(Window.partitionBy(*group).orderBy(order)))
-            .withColumn("_n", F.count(F.lit(1)).over(Window.partitionBy(*group))).where(F.col("_rn") == 1))
+def _first_of(df: DataFrame, group: list[str], order: str, cols: list[str]) -> DataFrame:
+    """Per group: ``cols`` of the row with the smallest ``order``, and the group's row count as
+    ``_n`` (an aggregation, not a window: partial counts before the shuffle)."""
+    return df.groupBy(*group).agg(F.count(F.lit(1)).alias("_n"), F.min(order).alias(order),
+                                  *[F.min_by(c, order).alias(c) for c in cols if c != order])
 
 
 def _qname() -> Column:
@@ -215,24 +262,41 @@ def _all(cs: list[Column]) -> Column:
     return out
 
 
-def _key_hashes(topic: str | None, keys: list[str] | None, uniq_key: str | None) -> list[int]:
-    """Index key hashes a record is indexed under (``frames.record_key_hashes``)."""
-    ks = list(keys or [])
-    if uniq_key:
-        ks.append(uniq_key)
-    return sorted({index_key_hash(index_key(topic or "", k)) for k in ks})
+def _in_files(df: DataFrame, offset: str, walks: DataFrame, stores: DataFrame,
+              misaligned: list[str] | None = None) -> DataFrame:
+    """Rows of ``df`` whose ``offset`` column falls in a CommitLog file's range, with that file's
+    ``log_file``, ``base``, ``hi`` and walk ``end``. Where every file name of a store is a multiple
+    of its file size, the file is ``offset - offset % file_size``: an equi-join with the (small,
+    broadcast) walks; stores with a misaligned file name take the range join."""
+    w = walks.select("store", F.col("file").alias("log_file"), "base", "hi", "end")
+    o = F.col(offset)
+    misaligned = misaligned or []
+    parts = []
+    if misaligned:
+        wr = F.broadcast(w.where(F.col("store").isin(misaligned)).withColumnRenamed("store", "_s"))
+        parts.append(df.where(F.col("store").isin(misaligned)).join(
+            wr, (F.col("store") == F.col("_s")) & (o >= F.col("base")) & (o < F.col("hi"))).drop("_s"))
+    sizes = F.broadcast(stores.where(F.col("aligned") == 1).select("store", "file_size"))
+    d = df.where(~F.col("store").isin(misaligned)) if misaligned else df
+    parts.append(d.join(sizes, "store").withColumn("base", o - F.pmod(o, F.col("file_size")))
+                 .join(F.broadcast(w), ["store", "base"]).drop("file_size"))
+    return parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
 
 
-_key_hashes_udf = F.udf(lambda t, k, u: _key_hashes(t, k, u), ArrayType(LongType()))
+def _item_position() -> Column:
+    return F.lit(INDEX_HEADER_SIZE) + F.col("hash_slot_num") * HASH_SLOT_SIZE + F.col("item_no") * INDEX_SIZE
 
 
 # ------------------------------------------------------------------------------------ steps
 def file_walks(records: DataFrame, files: DataFrame) -> DataFrame:
-    """Per CommitLog file: where its walk stopped (``end``), whether it met a blank or damage."""
+    """Per CommitLog file: where its walk stopped (``end``), whether it met a blank or damage,
+    and its newest store timestamp (``newest``, null without messages)."""
+    msg = F.col("record_type") == "message"
     agg = records.groupBy("store", "file").agg(
         F.min(F.when(F.col("record_type") == "error", F.col("offset"))).alias("err_at"),
         F.max(F.when(F.col("record_type") == "blank", F.col("offset") + F.col("size"))).alias("blank_end"),
-        F.max(F.when(F.col("record_type") == "message", F.col("offset") + F.col("size"))).alias("msg_end"),
+        F.max(F.when(msg, F.col("offset") + F.col("size"))).alias("msg_end"),
+        F.max(F.when(msg, F.col("store_timestamp"))).alias("newest"),
     )
     return (files.join(agg, ["store", "file"], "left")
             .withColumn("end", F.coalesce("err_at", "blank_end", "msg_end", "base"))
@@ -242,15 +306,20 @@ def file_walks(records: DataFrame, files: DataFrame) -> DataFrame:
 
 def damage_findings(records: DataFrame, walks: DataFrame, *, check_crc: bool = False) -> DataFrame:
     """Damage (the walk of the file stops there), stale physical offsets, blanks not at file ends,
-    non-last files without a blank, and with ``check_crc`` body CRC mismatches."""
-    r = records.join(walks.select("store", "file", "hi", "mapped_length", "base", "last"), ["store", "file"])
+    and with ``check_crc`` body CRC mismatches."""
+    msg = F.col("record_type") == "message"
+    odd = ~msg | (F.col("physical_offset") != F.col("offset"))
+    if check_crc:
+        odd = odd | ~F.col("crc_ok")
+    r = records.where(odd).join(F.broadcast(walks.select("store", "file", "hi", "mapped_length", "base", "last")),
+                                ["store", "file"])
     damage = _finding(
         r.where(F.col("record_type") == "error"), "error", F.concat(F.lit("commitlog_"), F.col("error")), "file",
         "offset", F.concat(
             F.coalesce(F.col("error_detail"), F.col("error")), F.lit("; the walk of this file stops here"),
             F.when(F.col("last") == 1, F.lit("")).otherwise(F.format_string(
                 " (%d bytes not read)", F.col("base") + F.col("mapped_length") - F.col("offset")))))
-    msgs = r.where(F.col("record_type") == "message")
+    msgs = r.where(msg)
     stale = _finding(msgs.where(F.col("physical_offset") != F.col("offset")), "error",
                      "commitlog_phys_offset_mismatch", "file", "offset", F.format_string(
                          "record at %d says its physical offset is %d (a stale record of a reused file?)",
@@ -260,12 +329,7 @@ def damage_findings(records: DataFrame, walks: DataFrame, *, check_crc: bool = F
         "error", "blank_not_at_file_end", "file", "offset", F.format_string(
             "blank record of %d bytes ends at %d, the file at %d", F.col("size"), F.col("offset") + F.col("size"),
             F.col("hi")))
-    not_full = _finding(
-        walks.where(~F.col("has_blank") & ~F.col("has_error") & (F.col("last") == 0) & (F.col("mapped_length") > 0)),
-        "error", "file_not_full", "file", "end", F.lit(
-            "the records stop before the end of a file that is not the last (no blank record); "
-            "recovery would end the log here"))
-    out = damage.unionByName(stale).unionByName(blank).unionByName(not_full)
+    out = damage.unionByName(stale).unionByName(blank)
     if check_crc:
         out = out.unionByName(_finding(
             msgs.where(~F.col("crc_ok")), "error", "commitlog_crc_mismatch", "file", "offset", F.format_string(
@@ -274,13 +338,138 @@ def damage_findings(records: DataFrame, walks: DataFrame, *, check_crc: bool = F
     return out
 
 
-def log_to_cq(records: DataFrame, units: DataFrame, queues: DataFrame, walks: DataFrame) -> DataFrame:
+_POINTER_COLS = ["store", "offset", "kind", "file", "position", "log_file", "end", "topic", "queue_id",
+                 "queue_offset", "size", "tags_code", "item_no", "key_hash"]
+_POINTER_TYPES = {"topic": "string", "queue_id": "int", "queue_offset": "long", "size": "int", "tags_code": "long",
+                  "item_no": "int", "key_hash": "int"}
+
+
+def pointers(units: DataFrame, items: DataFrame, walks: DataFrame, stores: DataFrame,
+             misaligned: list[str] | None = None) -> DataFrame:
+    """Every CQ unit (``kind = 'cq'``, pre-blank ones included) and index item (``'ix'``) that
+    points into a CommitLog file, as one frame keyed by the ``offset`` it points at, with the
+    file's walk ``end``: one side of the single join with the records."""
+    def typed(df: DataFrame, names: dict[str, Column]) -> DataFrame:
+        cols = []
+        for c in _POINTER_COLS:
+            e = names.get(c, F.col(c) if c in df.columns else F.lit(None))
+            cols.append((e.cast(_POINTER_TYPES[c]) if c in _POINTER_TYPES else e).alias(c))
+        return df.select(*cols)
+
+    u = _in_files(units, "commit_log_offset", walks, stores, misaligned)
+    cq = typed(u, {"offset": F.col("commit_log_offset"), "kind": F.lit("cq")})
+    it = _in_files(items, "phy_offset", walks, stores, misaligned)
+    ix = typed(it, {"offset": F.col("phy_offset"), "kind": F.lit("ix"), "position": _item_position()})
+    return cq.unionByName(ix)
+
+
+_R_COLS = ["r_file", "r_topic", "r_qid", "r_qo", "r_size", "r_tags", "r_expects", "r_hashes"]
+
+
+def _cq_checks() -> dict[str, Column]:
+    """What a unit must share with the record it points at (verify's ``_cq_to_log``)."""
+    return {
+        "topic/queue": (F.col("r_topic") == F.col("topic")) & (F.col("r_qid") == F.col("queue_id")),
+        "queue offset": F.col("r_qo") == F.col("queue_offset"),
+        "size": F.col("r_size") == F.col("size"),
+        "tags code": (F.col("r_tags") == F.col("tags_code")) | (F.col("r_topic") == SCHEDULE_TOPIC)
+        | (F.col("tags_code") <= MAX_ADDR),
+    }
+
+
+def suspects(records: DataFrame, ptrs: DataFrame) -> DataFrame:
+    """The rows the CQ and index checks report on, from one pass over pointers and records.
+
+    Pointers (before their file's walk end) and message records (``kind = 'r'``) are unioned and
+    windowed by ``(store, offset)``: the audit's one big shuffle and sort. Each pointer row gets
+    its record's columns (``r_*``, null where no record starts) and each record row ``_ok`` = 1
+    when a unit with its topic, queue and queue offset points at it. Kept: pointers with no
+    record, units that disagree with their record, items whose hash the record lacks, and
+    records (that expect a unit) no unit confirms — few on a healthy store, so the caller
+    persists the result and every check reads it."""
+    rec = records.where(F.col("record_type") == "message").select(
+        "store", "offset", F.lit("r").alias("kind"), F.col("file").alias("r_file"), F.col("topic").alias("r_topic"),
+        F.col("queue_id").alias("r_qid"), F.col("queue_offset").alias("r_qo"), F.col("size").alias("r_size"),
+        F.col("tags_code").alias("r_tags"), _expects_unit().alias("r_expects"), F.col("key_hashes").alias("r_hashes"))
+    p = ptrs.where(F.col("offset") < F.col("end"))
+    u = p.unionByName(rec, allowMissingColumns=True)
+    w = Window.partitionBy("store", "offset")
+    spread = u.select(*[c for c in u.columns if c not in _R_COLS],
+                      *[F.first(c, ignorenulls=True).over(w).alias(c) for c in _R_COLS])
+    kind = F.col("kind")
+    same = (kind == "cq") & (F.col("topic") == F.col("r_topic")) & (F.col("queue_id") == F.col("r_qid")) \
+        & (F.col("queue_offset") == F.col("r_qo"))
+    marked = spread.withColumn("_ok", F.max(F.coalesce(same, F.lit(False)).cast("int")).over(w))
+    no_rec = F.col("r_topic").isNull()
+    return marked.where(
+        ((kind == "r") & F.col("r_expects") & (F.col("_ok") == 0))
+        | ((kind == "cq") & (F.col("size") != _PRE_BLANK) & (no_rec | ~_all(list(_cq_checks().values()))))
+        | ((kind == "ix") & (no_rec | ~F.array_contains(F.col("r_hashes"), F.col("key_hash")))))
+
+
+def cq_to_log(sus: DataFrame, ptrs: DataFrame) -> DataFrame:
+    """Every unit points at a record start with the same topic, queue, queue offset, size and tags
+    code (``cq_unit_no_record``, ``cq_unit_mismatch``); units past where the file's walk stopped
+    give one ``cq_units_past_log_end`` per file and queue."""
+    group = ["store", "log_file", "topic", "queue_id"]
+    real = (F.col("kind") == "cq") & (F.col("size") != _PRE_BLANK)
+    past = _first_of(ptrs.where(real & (F.col("offset") >= F.col("end"))), [*group, "end"], "queue_offset",
+                     ["file", "position"])
+    past_findings = _finding(past, "error", "cq_units_past_log_end", "file", "position", F.format_string(
+        "%s: %d unit(s) from queue offset %d point at or past %d, where the readable log of this file ends",
+        _qname(), F.col("_n"), F.col("queue_offset"), F.col("end")))
+    j = sus.where(real)
+    checks = _cq_checks()
+    what = F.concat_ws(", ", *[F.when(~c, F.lit(k)) for k, c in checks.items()])
+    keep = ("log_file", "topic", "queue_id", "queue_offset", "_kr")
+    no_rec = _finding(
+        j.where(F.col("r_topic").isNull()).withColumn("_kr", F.lit(0)), "error", "cq_unit_no_record", "file",
+        "position", F.format_string("%s queue offset %d: unit points at %d, where no record starts", _qname(),
+                                    F.col("queue_offset"), F.col("offset")), keep)
+    mismatch = _finding(
+        j.where(F.col("r_topic").isNotNull() & ~_all(list(checks.values()))).withColumn("_kr", F.lit(1)),
+        "error", "cq_unit_mismatch", "file", "position", F.format_string(
+            "%s queue offset %d -> record at %d: %s differ (unit size %d tags %d; record queue offset %d size %d "
+            "tags %d)", _qname(), F.col("queue_offset"), F.col("offset"), what, F.col("size"),
+            F.col("tags_code"), F.col("r_qo"), F.col("r_size"), F.col("r_tags")), keep)
+    # verify lists a group's no-record units first, then its mismatches, each in queue order
+    capped = _cap(no_rec.unionByName(mismatch), group, [F.col("_kr"), F.col("queue_offset")], F.col("file"),
+                  F.col("offset"), "units")
+    return past_findings.unionByName(capped)
+
+
+def index_to_log(sus: DataFrame, ptrs: DataFrame) -> DataFrame:
+    """Every index item points at a record start (``index_item_no_record``) whose ``topic#key`` /
+    ``topic#uniq_key`` hashes include the item's (``index_item_wrong_key``)."""
+    group = ["store", "log_file", "file"]
+    ix = F.col("kind") == "ix"
+    past = _first_of(ptrs.where(ix & (F.col("offset") >= F.col("end"))), [*group, "end"], "item_no", ["position"])
+    past_findings = _finding(past, "error", "index_items_past_log_end", "file", "position", F.format_string(
+        "%d item(s) point at or past %d, where the readable log of this file ends", F.col("_n"), F.col("end")))
+    j = sus.where(ix)
+    keep = ("log_file", "item_no")
+    no_rec = _finding(j.where(F.col("r_topic").isNull()), "error", "index_item_no_record", "file", "position",
+                      F.format_string("item %d points at %d, where no record starts", F.col("item_no"),
+                                      F.col("offset")), keep)
+    wrong = j.where(F.col("r_topic").isNotNull() & ~F.array_contains(F.col("r_hashes"), F.col("key_hash")))
+    wrong_key = _finding(wrong, "error", "index_item_wrong_key", "file", "position", F.format_string(
+        "item %d (hash %d) points at the record at %d, which has no key with that hash", F.col("item_no"),
+        F.col("key_hash"), F.col("offset")), keep)
+    capped = _cap(no_rec.unionByName(wrong_key), group, [F.col("item_no")], F.col("file"), F.col("offset"), "items")
+    return past_findings.unionByName(capped)
+
+
+def log_to_cq(sus: DataFrame, units: DataFrame, queues: DataFrame, walks: DataFrame) -> DataFrame:
     """Every record (but PREPARED/ROLLBACK) has its unit: ``not_in_consume_queue`` (warning) when the
-    queue or the unit is missing, ``consume_queue_points_elsewhere`` when its unit points elsewhere."""
-    msgs = records.where((F.col("record_type") == "message") & _expects_unit()).select(
-        "store", "file", "offset", "topic", "queue_id", "queue_offset")
-    m = msgs.join(queues, ["store", "topic", "queue_id"], "left").join(
-        walks.select("store", "file", F.col("end").alias("_end")), ["store", "file"])
+    queue or the unit is missing, ``consume_queue_points_elsewhere`` when its unit points elsewhere.
+
+    A record is fine when a unit with its topic, queue and queue offset points at it (found by
+    :func:`suspects`); only the other records (few) are looked up by queue offset."""
+    m = (sus.where(F.col("kind") == "r")
+         .select("store", "offset", F.col("r_file").alias("file"), F.col("r_topic").alias("topic"),
+                 F.col("r_qid").alias("queue_id"), F.col("r_qo").alias("queue_offset"))
+         .join(F.broadcast(queues), ["store", "topic", "queue_id"], "left")
+         .join(F.broadcast(walks.select("store", "file", F.col("end").alias("_end"))), ["store", "file"]))
     keep = ("_end",)
     no_queue = _finding(m.where(F.col("q_base").isNull()), "warning", "not_in_consume_queue", "file", "offset",
                         F.format_string("record (queue offset %d) has no consume queue at all", F.col("queue_offset")),
@@ -301,157 +490,93 @@ def log_to_cq(records: DataFrame, units: DataFrame, queues: DataFrame, walks: Da
         _cap(elsewhere, ["store", "file"], [F.col("offset")], F.col("file"), F.col("_end"), "records"))
 
 
-def _in_files(df: DataFrame, offset: str, walks: DataFrame) -> DataFrame:
-    """Rows of ``df`` whose ``offset`` column falls in a CommitLog file's range, with that file's
-    ``log_file``, ``base``, ``hi`` and walk ``end``."""
-    w = walks.select(F.col("store").alias("_s"), F.col("file").alias("log_file"), "base", "hi", "end")
-    return df.join(w, (F.col("store") == F.col("_s")) & (F.col(offset) >= F.col("base"))
-                   & (F.col(offset) < F.col("hi"))).drop("_s")
-
-
-def cq_to_log(records: DataFrame, units: DataFrame, walks: DataFrame) -> DataFrame:
-    """Every unit points at a record start with the same topic, queue, queue offset, size and tags
-    code (``cq_unit_no_record``, ``cq_unit_mismatch``); units past where the file's walk stopped
-    give one ``cq_units_past_log_end`` per file and queue."""
-    u = _in_files(units.where(F.col("size") != _PRE_BLANK), "commit_log_offset", walks)
-    group = ["store", "log_file", "topic", "queue_id"]
-    past = _first_of(u.where(F.col("commit_log_offset") >= F.col("end")), group, "queue_offset")
-    past_findings = _finding(past, "error", "cq_units_past_log_end", "file", "position", F.format_string(
-        "%s: %d unit(s) from queue offset %d point at or past %d, where the readable log of this file ends",
-        _qname(), F.col("_n"), F.col("queue_offset"), F.col("end")))
-    rec = records.where(F.col("record_type") == "message").select(
-        "store", F.col("offset").alias("commit_log_offset"), F.col("topic").alias("r_topic"),
-        F.col("queue_id").alias("r_qid"), F.col("queue_offset").alias("r_qo"), F.col("size").alias("r_size"),
-        F.col("tags_code").alias("r_tags"))
-    j = u.where(F.col("commit_log_offset") < F.col("end")).join(rec, ["store", "commit_log_offset"], "left")
-    checks = {
-        "topic/queue": (F.col("r_topic") == F.col("topic")) & (F.col("r_qid") == F.col("queue_id")),
-        "queue offset": F.col("r_qo") == F.col("queue_offset"),
-        "size": F.col("r_size") == F.col("size"),
-        "tags code": (F.col("r_tags") == F.col("tags_code")) | (F.col("r_topic") == SCHEDULE_TOPIC)
-        | (F.col("tags_code") <= MAX_ADDR),
-    }
-    what = F.concat_ws(", ", *[F.when(~c, F.lit(k)) for k, c in checks.items()])
-    keep = ("log_file", "topic", "queue_id", "queue_offset", "_kr")
-    no_rec = _finding(
-        j.where(F.col("r_topic").isNull()).withColumn("_kr", F.lit(0)), "error", "cq_unit_no_record", "file",
-        "position", F.format_string("%s queue offset %d: unit points at %d, where no record starts", _qname(),
-                                    F.col("queue_offset"), F.col("commit_log_offset")), keep)
-    mismatch = _finding(
-        j.where(F.col("r_topic").isNotNull() & ~_all(list(checks.values()))).withColumn("_kr", F.lit(1)),
-        "error", "cq_unit_mismatch", "file", "position", F.format_string(
-            "%s queue offset %d -> record at %d: %s differ (unit size %d tags %d; record queue offset %d size %d "
-            "tags %d)", _qname(), F.col("queue_offset"), F.col("commit_log_offset"), what, F.col("size"),
-            F.col("tags_code"), F.col("r_qo"), F.col("r_size"), F.col("r_tags")), keep)
-    # verify lists a group's no-record units first, then its mismatches, each in queue order
-    capped = _cap(no_rec.unionByName(mismatch), group, [F.col("_kr"), F.col("queue_offset")], F.col("file"),
-                  F.col("offset"), "units")
-    return past_findings.unionByName(capped)
-
-
-def _item_position() -> Column:
-    return F.lit(INDEX_HEADER_SIZE) + F.col("hash_slot_num") * HASH_SLOT_SIZE + F.col("item_no") * INDEX_SIZE
-
-
-def index_to_log(records: DataFrame, items: DataFrame, walks: DataFrame) -> DataFrame:
-    """Every index item points at a record start (``index_item_no_record``) whose ``topic#key`` /
-    ``topic#uniq_key`` hashes include the item's (``index_item_wrong_key``)."""
-    it = _in_files(items, "phy_offset", walks).withColumn("position", _item_position())
-    group = ["store", "log_file", "file"]
-    past = _first_of(it.where(F.col("phy_offset") >= F.col("end")), group, "item_no")
-    past_findings = _finding(past, "error", "index_items_past_log_end", "file", "position", F.format_string(
-        "%d item(s) point at or past %d, where the readable log of this file ends", F.col("_n"), F.col("end")))
-    rec = records.where(F.col("record_type") == "message").select(
-        "store", F.col("offset").alias("phy_offset"), F.col("topic").alias("r_topic"), F.col("keys").alias("r_keys"),
-        F.col("uniq_key").alias("r_uniq"))
-    j = it.where(F.col("phy_offset") < F.col("end")).join(rec, ["store", "phy_offset"], "left")
-    keep = ("log_file", "item_no")
-    no_rec = _finding(j.where(F.col("r_topic").isNull()), "error", "index_item_no_record", "file", "position",
-                      F.format_string("item %d points at %d, where no record starts", F.col("item_no"),
-                                      F.col("phy_offset")), keep)
-    hashes = _key_hashes_udf(F.col("r_topic"), F.col("r_keys"), F.col("r_uniq"))
-    wrong = j.where(F.col("r_topic").isNotNull()).withColumn("_h", hashes).where(
-        ~F.array_contains(F.col("_h"), F.col("key_hash").cast("long")))
-    wrong_key = _finding(wrong, "error", "index_item_wrong_key", "file", "position", F.format_string(
-        "item %d (hash %d) points at the record at %d, which has no key with that hash", F.col("item_no"),
-        F.col("key_hash"), F.col("phy_offset")), keep)
-    capped = _cap(no_rec.unionByName(wrong_key), group, [F.col("item_no")], F.col("file"), F.col("offset"), "items")
-    return past_findings.unionByName(capped)
-
-
 def outside_log(units: DataFrame, items: DataFrame, stores: DataFrame) -> DataFrame:
     """Units/items pointing before the first CommitLog file (``info``: cleaned up) or past the last
     file's end (``error``): one finding per queue / index file, at its first such entry."""
-    s = stores.select("store", "log_start", "log_end")
+    s = F.broadcast(stores.select("store", "log_start", "log_end"))
     real = units.where(F.col("size") != _PRE_BLANK).join(s, "store")
-    q = ["store", "topic", "queue_id"]
-    before = _finding(_first_of(real.where(F.col("commit_log_offset") < F.col("log_start")), q, "queue_offset"),
+    q = ["store", "topic", "queue_id", "log_start", "log_end"]
+    before = _finding(_first_of(real.where(F.col("commit_log_offset") < F.col("log_start")), q, "queue_offset",
+                                ["file", "position"]),
                       "info", "cq_units_before_log_start", "file", "position", F.format_string(
                           "%s: %d unit(s) point before the first CommitLog file (%d); their files were cleaned up",
                           _qname(), F.col("_n"), F.col("log_start")))
-    after = _finding(_first_of(real.where(F.col("commit_log_offset") >= F.col("log_end")), q, "queue_offset"),
+    after = _finding(_first_of(real.where(F.col("commit_log_offset") >= F.col("log_end")), q, "queue_offset",
+                               ["file", "position"]),
                      "error", "cq_units_past_log_end", "file", "position", F.format_string(
                          "%s: %d unit(s) point past the last CommitLog file (end %d)", _qname(), F.col("_n"),
                          F.col("log_end")))
     it = items.join(s, "store").withColumn("position", _item_position())
-    f = ["store", "file"]
-    ibefore = _finding(_first_of(it.where(F.col("phy_offset") < F.col("log_start")), f, "item_no"), "info",
-                       "index_items_before_log_start", "file", "position", F.format_string(
+    f = ["store", "file", "log_start", "log_end"]
+    ibefore = _finding(_first_of(it.where(F.col("phy_offset") < F.col("log_start")), f, "item_no", ["position"]),
+                       "info", "index_items_before_log_start", "file", "position", F.format_string(
                            "%d item(s) point before the first CommitLog file (%d)", F.col("_n"), F.col("log_start")))
-    iafter = _finding(_first_of(it.where(F.col("phy_offset") >= F.col("log_end")), f, "item_no"), "error",
-                      "index_items_past_log_end", "file", "position", F.format_string(
+    iafter = _finding(_first_of(it.where(F.col("phy_offset") >= F.col("log_end")), f, "item_no", ["position"]),
+                      "error", "index_items_past_log_end", "file", "position", F.format_string(
                           "%d item(s) point past the last CommitLog file (end %d)", F.col("_n"), F.col("log_end")))
     return before.unionByName(after).unionByName(ibefore).unionByName(iafter)
 
 
-def cq_not_monotonic(units: DataFrame, queues: DataFrame) -> DataFrame:
-    """One warning per queue whose units' CommitLog offsets ever decrease."""
-    q = ["store", "topic", "queue_id"]
-    real = units.where(F.col("size") != _PRE_BLANK)
-    drops = real.withColumn("_prev", F.lag("commit_log_offset").over(Window.partitionBy(*q).orderBy("queue_offset"))
-                            ).where(F.col("commit_log_offset") < F.col("_prev")).select(*q).distinct()
-    return _finding(drops.join(queues, q), "warning", "cq_not_monotonic", "first_path", F.lit(0), F.format_string(
-        "consume queue %s: commit log offsets are not increasing", _qname()))
-
-
-def checkpoint_findings(records: DataFrame, stores: DataFrame) -> DataFrame:
-    """The checkpoint exists (when the log has files) and its timestamps are not after the newest
-    record's store time by more than 3 s (zero physic/logics timestamps are ``info``)."""
-    newest = records.where(F.col("record_type") == "message").groupBy("store").agg(
-        F.max("store_timestamp").alias("newest"))
-    s = stores.join(newest, "store", "left").withColumn("newest", F.coalesce("newest", F.lit(0)))
-    missing = _finding(s.where((F.col("cp_present") == 0) & (F.col("has_files") == 1)), "warning",
-                       "checkpoint_missing", F.lit("checkpoint"), F.lit(0),
-                       F.lit("no readable checkpoint file: opening treats every timestamp as 0"))
-    out = missing
-    for name, col, pos in (("physic_msg_timestamp", "physic", 0), ("logics_msg_timestamp", "logics", 8),
-                           ("index_msg_timestamp", "index", 16)):
-        present = s.where(F.col("cp_present") == 1)
-        v, n = F.col(col), F.col("newest")
-        future = present.where((n != 0) & (v > n + CHECKPOINT_SLACK_MS))
-        out = out.unionByName(_finding(future, "warning", "checkpoint_in_future", F.lit("checkpoint"), F.lit(pos),
-                                       F.format_string(f"{name} %d is %d ms after the newest record's store time %d",
-                                                       v, v - n, n)))
-        if name != "index_msg_timestamp":
-            zero = present.where((n != 0) & (v == 0))
-            out = out.unionByName(_finding(zero, "info", "checkpoint_zero", F.lit("checkpoint"), F.lit(pos), F.lit(
-                f"{name} is 0 although the log holds records (never flushed?)")))
+def walk_findings(walks: list[Any], store_rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """What needs only the per-file walk facts (collected) and per-store values, computed on the
+    driver: non-last files without a blank (``file_not_full``) and the checkpoint (present when
+    the log has files; timestamps not after the newest record's store time by more than 3 s;
+    zero physic/logics timestamps are ``info``), as finding tuples."""
+    out: list[tuple[Any, ...]] = []
+    newest: dict[str, int] = {}
+    for w in walks:
+        if w["newest"] is not None:
+            newest[w["store"]] = max(newest.get(w["store"], 0), w["newest"])
+        if not w["has_blank"] and not w["has_error"] and w["last"] == 0 and w["mapped_length"] > 0:
+            out.append(("error", "file_not_full", w["store"], w["file"], w["end"],
+                        "the records stop before the end of a file that is not the last (no blank record); "
+                        "recovery would end the log here"))
+    for store, _, _, has_files, cp_present, physic, logics, index, *_ in store_rows:
+        if not cp_present:
+            if has_files:
+                out.append(("warning", "checkpoint_missing", store, "checkpoint", 0,
+                            "no readable checkpoint file: opening treats every timestamp as 0"))
+            continue
+        n = newest.get(store, 0)
+        for name, v, pos in (("physic_msg_timestamp", physic, 0), ("logics_msg_timestamp", logics, 8),
+                             ("index_msg_timestamp", index, 16)):
+            if n and v > n + CHECKPOINT_SLACK_MS:
+                out.append(("warning", "checkpoint_in_future", store, "checkpoint", pos,
+                            f"{name} {v} is {v - n} ms after the newest record's store time {n}"))
+            elif n and v == 0 and name != "index_msg_timestamp":
+                out.append(("info", "checkpoint_zero", store, "checkpoint", pos,
+                            f"{name} is 0 although the log holds records (never flushed?)"))
     return out
 
 
 # ------------------------------------------------------------------------------------ jobs
 def audit_inputs(inputs: AuditInputs, *, check_crc: bool = False) -> tuple[DataFrame, DataFrame]:
-    """All checks over already-loaded inputs: ``(findings, summary)``."""
-    walks = file_walks(inputs.records, inputs.files).persist()
+    """All checks over already-loaded inputs: ``(findings, summary)``.
+
+    Runs one small job at once: the per-file walk facts (one row per CommitLog file), collected
+    to the driver so every step joins a local table (this also fills the records cache). The big
+    frames are shuffled once, together (:func:`suspects`, persisted: few rows); everything else
+    is a broadcast join with per-file/per-store tables, or an aggregation or window over few rows.
+    """
+    from pyspark import StorageLevel
+
+    inp = inputs
+    spark = inp.records.sparkSession
+    w = file_walks(inp.records, inp.files)
+    walk_rows = w.collect()
+    walks = spark.createDataFrame(walk_rows, w.schema)
+    local = spark.createDataFrame(walk_findings(walk_rows, inp.store_rows), schemas.finding_schema())
+    ptrs = pointers(inp.units, inp.items, walks, inp.stores, inp.misaligned)
+    sus = suspects(inp.records, ptrs).persist(StorageLevel.MEMORY_AND_DISK)
+    inp.derived.append(sus)
     parts = [
-        inputs.driver,
-        damage_findings(inputs.records, walks, check_crc=check_crc),
-        log_to_cq(inputs.records, inputs.units, inputs.queues, walks),
-        cq_to_log(inputs.records, inputs.units, walks),
-        index_to_log(inputs.records, inputs.items, walks),
-        outside_log(inputs.units, inputs.items, inputs.stores),
-        cq_not_monotonic(inputs.units, inputs.queues),
-        checkpoint_findings(inputs.records, inputs.stores),
+        inp.driver,
+        local,
+        damage_findings(inp.records, walks, check_crc=check_crc),
+        log_to_cq(sus, inp.units, inp.queues, walks),
+        cq_to_log(sus, ptrs),
+        index_to_log(sus, ptrs),
+        outside_log(inp.units, inp.items, inp.stores),
     ]
     findings = parts[0]
     for p in parts[1:]:
@@ -467,10 +592,10 @@ def audit(spark: SparkSession, stores: list[str], *, check_crc: bool = False,
     """``(findings_df, summary_df)`` for ``stores``: the findings ``verify()`` yields for each store
     (columns ``schemas.FINDING_COLUMNS``), and counts per store, severity and kind.
 
-    The driver reads per-file facts at once; the DataFrames are lazy except that the CommitLog
-    records are persisted on first use (call ``.unpersist()`` on ``inputs.records`` via
-    :func:`load_inputs` + :func:`audit_inputs` to control that)."""
-    return audit_inputs(load_inputs(spark, stores, options=options), check_crc=check_crc)
+    The driver reads per-file facts at once; the DataFrames are lazy except that the records,
+    units and items are persisted on first use (use :func:`load_inputs` + :func:`audit_inputs`
+    and ``AuditInputs.unpersist()`` to control that)."""
+    return audit_inputs(load_inputs(spark, stores, options=options, check_crc=check_crc), check_crc=check_crc)
 
 
 def stats(spark: SparkSession, stores: list[str], inputs: AuditInputs | None = None) -> dict[str, DataFrame]:
@@ -484,8 +609,11 @@ def stats(spark: SparkSession, stores: list[str], inputs: AuditInputs | None = N
     * ``index_files``: per index file: items, used slots, load (items / slots), mean and max chain;
     * ``index_slots``: per index file and slot: chain length (items in the slot).
     """
-    inp = inputs or load_inputs(spark, stores)
-    msgs = inp.records.where(F.col("record_type") == "message")
+    inp = inputs or load_inputs(spark, stores, with_stats=True)
+    records = inp.records
+    if not set(STATS_COLUMNS) <= set(records.columns):  # inputs loaded for the audit only
+        records = load_inputs(spark, stores, with_stats=True, shuffle_partitions=0).records
+    msgs = records.where(F.col("record_type") == "message")
     size = F.col("size")
 
     def pct(p: float) -> Column:
@@ -531,15 +659,25 @@ def stats(spark: SparkSession, stores: list[str], inputs: AuditInputs | None = N
 # ------------------------------------------------------------------------------------ output
 def write_audit(findings: DataFrame, summary: DataFrame, out: str, stores: list[str]) -> dict[str, Any]:
     """Write ``findings/`` and ``summary/`` (Parquet), ``summary.json`` and ``summary.html`` under
-    ``out``; return the JSON document (counts per severity, kinds, the first 200 findings)."""
+    ``out``; return the JSON document (counts per severity, kinds, the first 200 findings).
+    ``summary`` is recomputed from the persisted ``findings`` (same rows as :func:`audit_inputs`'s)."""
+    from pyspark import StorageLevel
+
     os.makedirs(out, exist_ok=True)
-    findings.write.mode("overwrite").parquet(os.path.join(out, "findings"))
-    rows = [r.asDict() for r in summary.collect()]
-    first = [r.asDict() for r in findings.limit(200).collect()]
+    # written, counted and sampled: computed once (findings are few), not once per output
+    findings = findings.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        findings.write.mode("overwrite").parquet(os.path.join(out, "findings"))
+        summary = findings.groupBy("store", "severity", "kind").agg(F.count(F.lit(1)).alias("findings")).orderBy(
+            "store", "severity", "kind")
+        rows = [r.asDict() for r in summary.collect()]
+        first = [r.asDict() for r in findings.limit(200).collect()]
+        summary.write.mode("overwrite").parquet(os.path.join(out, "summary"))
+    finally:
+        findings.unpersist()
     by_sev: dict[str, int] = {}
     for r in rows:
         by_sev[r["severity"]] = by_sev.get(r["severity"], 0) + r["findings"]
-    summary.write.mode("overwrite").parquet(os.path.join(out, "summary"))
     doc = {"stores": [os.path.abspath(s) for s in stores], "findings": sum(by_sev.values()),
            "by_severity": by_sev, "by_kind": rows, "first_findings": first}
     _write_docs(out, "rmqlab spark audit", doc, [("Findings per kind", rows), ("First findings", first)])

@@ -34,12 +34,14 @@ __all__ = [
     "CONSUME_QUEUE_COLUMNS",
     "FINDING_COLUMNS",
     "INDEX_COLUMNS",
+    "KEY_HASHES",
     "arrow_schema",
     "commit_log_schema",
     "consume_queue_schema",
     "describe",
     "finding_schema",
     "index_schema",
+    "parse_columns",
 ]
 
 _S, _L, _I, _B, _T = StringType(), LongType(), IntegerType(), BooleanType(), TimestampType()
@@ -78,6 +80,10 @@ COMMIT_LOG_COLUMNS: list[Column] = [
     ("error_detail", _S, True, "the same for a person"),
 ]
 _BODY: Column = ("body", BinaryType(), True, "the body as stored (only with option include_body=true)")
+#: Only when asked for by name (option ``columns``): what the audit joins index items against.
+KEY_HASHES: Column = ("key_hashes", ArrayType(IntegerType(), False), True,
+                      "index key hashes the record is indexed under (abs Java hash of 'topic#key' per KEYS "
+                      "token and of 'topic#UNIQ_KEY'), distinct, ascending")
 
 CONSUME_QUEUE_COLUMNS: list[Column] = [
     ("store_path", _S, False, "absolute path of the store root"),
@@ -126,19 +132,41 @@ def _struct(cols: list[Column]) -> StructType:
     return StructType([StructField(n, t, nullable) for n, t, nullable, _ in cols])
 
 
-def commit_log_schema(include_body: bool = False) -> StructType:
-    """Rows of ``rmq_commitlog``; ``body`` is appended only when ``include_body``."""
+def _pick(cols: list[Column], columns: list[str] | None, extra: tuple[Column, ...] = ()) -> StructType:
+    """``cols`` or, with ``columns``, just those (in that order) from ``cols`` and ``extra``: a
+    reader computes and ships only the columns of its schema."""
+    if columns is None:
+        return _struct(cols)
+    known = {c[0]: c for c in (*cols, *extra)}
+    unknown = [n for n in columns if n not in known]
+    if unknown or len(set(columns)) != len(columns) or not columns:
+        raise ValueError(f"columns {columns!r}: unknown or repeated names {unknown}; known: {sorted(known)}")
+    return _struct([known[n] for n in columns])
+
+
+def parse_columns(value: str | None) -> list[str] | None:
+    """Option ``columns`` ("a,b,c") as a list; None when not given."""
+    if value is None or not str(value).strip():
+        return None
+    return [n.strip() for n in str(value).split(",") if n.strip()]
+
+
+def commit_log_schema(include_body: bool = False, columns: list[str] | None = None) -> StructType:
+    """Rows of ``rmq_commitlog``; ``body`` is appended only when ``include_body``. ``columns``
+    picks a subset (``body`` and ``key_hashes`` may be named there too)."""
+    if columns is not None:
+        return _pick(COMMIT_LOG_COLUMNS, columns, (_BODY, KEY_HASHES))
     return _struct([*COMMIT_LOG_COLUMNS, _BODY] if include_body else COMMIT_LOG_COLUMNS)
 
 
-def consume_queue_schema() -> StructType:
-    """Rows of ``rmq_consumequeue``: one per unit."""
-    return _struct(CONSUME_QUEUE_COLUMNS)
+def consume_queue_schema(columns: list[str] | None = None) -> StructType:
+    """Rows of ``rmq_consumequeue``: one per unit (``columns``: a subset)."""
+    return _pick(CONSUME_QUEUE_COLUMNS, columns)
 
 
-def index_schema() -> StructType:
-    """Rows of ``rmq_index``: one per written item, with its file's header."""
-    return _struct(INDEX_COLUMNS)
+def index_schema(columns: list[str] | None = None) -> StructType:
+    """Rows of ``rmq_index``: one per written item, with its file's header (``columns``: a subset)."""
+    return _pick(INDEX_COLUMNS, columns)
 
 
 def finding_schema() -> StructType:

@@ -19,7 +19,9 @@ would; only the last split of a file reads past that point, so damage still ends
 record only a full decode rejects — a topic that is not UTF-8 — ends its own split, not the
 later ones.)
 
-Options (all strings): ``path``/``paths`` store dirs (comma-separated, globs); commitlog:
+Options (all strings): ``path``/``paths`` store dirs (comma-separated, globs); ``columns``: a
+comma-separated subset of the columns (the reader then builds and ships only those; the only way
+to get ``rmq_commitlog``'s ``key_hashes``); commitlog:
 ``include_body`` (false), ``include_blank`` (false: blank end-of-file records as rows),
 ``split_bytes``, ``batch_rows`` (8192); consumequeue: ``include_pre_blank`` (false); index:
 ``hash_slot_num`` and ``index_num`` (default: inferred from the file size, RocketMQ's defaults or
@@ -36,6 +38,7 @@ import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -192,44 +195,44 @@ class CommitLogPartition(InputPartition):
 class _CommitLogBatches:
     """Column lists for the few non-message rows (blank, error); ``batch()`` makes a RecordBatch."""
 
-    def __init__(self, schema: pa.Schema, include_body: bool) -> None:
+    _SET = ("store_path", "file", "offset", "record_type", "size", "error", "error_detail")
+
+    def __init__(self, schema: pa.Schema) -> None:
         self.schema = schema
-        self.include_body = include_body
-        self.cols: dict[str, list[Any]] = {name: [] for name in schema.names}
-        self.n = 0
+        self.rows: list[tuple[Any, ...]] = []
+
+    @property
+    def n(self) -> int:
+        return len(self.rows)
 
     def add_other(self, store: str, file: str, off: int, kind: str, size: int | None = None,
                   error: str | None = None, detail: str | None = None) -> None:
-        for values in self.cols.values():
-            values.append(None)
-        c = self.cols
-        c["store_path"][-1], c["file"][-1], c["offset"][-1] = store, file, off
-        c["record_type"][-1], c["size"][-1] = kind, size
-        c["error"][-1], c["error_detail"][-1] = error, detail
-        self.n += 1
+        self.rows.append((store, file, off, kind, size, error, detail))
 
     def batch(self) -> pa.RecordBatch:
         arrays = []
         for field in self.schema:
-            values = self.cols[field.name]
-            if field.name in ("born_time", "store_time"):
-                src = self.cols["born_timestamp" if field.name == "born_time" else "store_timestamp"]
-                arrays.append(pa.array([None if v is None else v * 1000 for v in src], field.type))
+            if field.name in self._SET:
+                i = self._SET.index(field.name)
+                arrays.append(pa.array([r[i] for r in self.rows], field.type))
             else:
-                arrays.append(pa.array(values, field.type))
-        self.cols = {name: [] for name in self.schema.names}
-        self.n = 0
+                arrays.append(pa.nulls(len(self.rows), field.type))
+        self.rows = []
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
 
 class CommitLogReader(DataSourceReader):
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
         self.stores = resolve_stores(options)
-        self.include_body = _true(options, "include_body")
         self.include_blank = _true(options, "include_blank")
         self.split_bytes = int(options.get("split_bytes", DEFAULT_SPLIT_BYTES))
         self.batch_rows = int(options.get("batch_rows", DEFAULT_BATCH_ROWS))
         self.arrow = schemas.arrow_schema(schema)
+        names = set(schema.names)
+        # the scan computes only what the schema asks for: dicts, CRCs and bodies cost most
+        self.with_properties = "properties" in names
+        self.with_crc = "crc_ok" in names
+        self.include_body = "body" in names
 
     def partitions(self) -> list[InputPartition]:
         parts: list[InputPartition] = []
@@ -255,13 +258,14 @@ class CommitLogReader(DataSourceReader):
             return  # Spark hands one empty partition to a source with none (an empty store)
         p = partition
         file = os.path.relpath(p.path, p.store)
-        out = _CommitLogBatches(self.arrow, self.include_body)
+        out = _CommitLogBatches(self.arrow)
         f, buf = _open(p.path)
         try:
             pos = p.start
             while True:
-                cols = scan_records(buf, pos, p.end, base_offset=p.base, file=file, with_properties=True,
-                                    with_crc=True, with_body=self.include_body, max_records=self.batch_rows)
+                cols = scan_records(buf, pos, p.end, base_offset=p.base, file=file,
+                                    with_properties=self.with_properties, with_crc=self.with_crc,
+                                    with_body=self.include_body, max_records=self.batch_rows)
                 if cols.n:
                     yield _message_batch(self.arrow, p.store, file, cols)
                 if not cols.more:
@@ -281,53 +285,76 @@ class CommitLogReader(DataSourceReader):
             f.close()
 
 
+_NUMPY = {pa.int64(): np.int64, pa.int32(): np.int32}
+
+
+def _np(v: np.ndarray, t: pa.DataType) -> pa.Array:
+    """A numeric numpy column as an Arrow array of type ``t`` (cast in numpy, no copy by Arrow)."""
+    return pa.array(np.ascontiguousarray(v, _NUMPY[t]), t)
+
+
+def _key_hashes(c: RecordColumns, t: pa.DataType) -> pa.Array:
+    """``key_hashes``: each row's distinct index key hashes, ascending, as one list column."""
+    rows, hashes = c.index_key_hashes()
+    order = np.lexsort((hashes, rows))
+    offsets = np.zeros(c.n + 1, np.int32)
+    np.cumsum(np.bincount(rows, minlength=c.n), out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(hashes[order].astype(np.int32)), type=t)
+
+
+def _properties_map(props: list[dict[str, str]], t: pa.DataType) -> pa.Array:
+    """The property dicts as one map column, built from flat key/value lists (C-level loops)."""
+    offsets = np.zeros(len(props) + 1, np.int32)
+    np.cumsum(np.fromiter(map(len, props), np.int32, len(props)), out=offsets[1:])
+    keys = list(chain.from_iterable(props))
+    values = list(chain.from_iterable(map(dict.values, props)))
+    return pa.MapArray.from_arrays(pa.array(offsets), pa.array(keys, pa.string()), pa.array(values, pa.string()),
+                                   type=t)
+
+
 def _message_batch(schema: pa.Schema, store: str, file: str, c: RecordColumns) -> pa.RecordBatch:
-    """One Arrow batch of ``record_type = 'message'`` rows straight from scan columns."""
+    """One Arrow batch of ``record_type = 'message'`` rows straight from scan columns; only the
+    schema's columns are built."""
     n = c.n
-    props = c.properties or []
 
     def ts(v: np.ndarray) -> pa.Array:
-        return pa.array(v * 1000, pa.timestamp("us", tz="UTC"))
-
-    def keys() -> pa.Array:
-        lists = c.key_lists()
-        return pa.array(lists, schema.field("keys").type)
+        return _np(v * 1000, pa.int64()).view(pa.timestamp("us", tz="UTC"))
 
     make: dict[str, Any] = {
-        "store_path": lambda: pa.array([store] * n, pa.string()),
-        "file": lambda: pa.array([file] * n, pa.string()),
-        "offset": lambda: pa.array(c.offset, pa.int64()),
-        "size": lambda: pa.array(c.store_size.astype(np.int32)),
-        "record_type": lambda: pa.array(["message"] * n, pa.string()),
-        "topic": lambda: pa.array(c.topic, pa.string()),
-        "queue_id": lambda: pa.array(c.queue_id.astype(np.int32)),
-        "queue_offset": lambda: pa.array(c.queue_offset),
-        "physical_offset": lambda: pa.array(c.commit_log_offset),
-        "sys_flag": lambda: pa.array(c.sys_flag.astype(np.int32)),
-        "flag": lambda: pa.array(c.flag.astype(np.int32)),
-        "tags": lambda: pa.array(c.tags, pa.string()),
-        "tags_code": lambda: pa.array(c.tags_code),
-        "keys": keys,
-        "uniq_key": lambda: pa.array(c.uniq_key, pa.string()),
-        "msg_id": lambda: pa.array(c.msg_ids(), pa.string()),
-        "born_timestamp": lambda: pa.array(c.born_timestamp),
-        "store_timestamp": lambda: pa.array(c.store_timestamp),
-        "born_time": lambda: ts(c.born_timestamp),
-        "store_time": lambda: ts(c.store_timestamp),
-        "born_host": lambda: pa.array(c.born_hosts(), pa.string()),
-        "store_host": lambda: pa.array(c.store_hosts(), pa.string()),
-        "body_crc": lambda: pa.array(c.body_crc.astype(np.int32)),
-        "crc_ok": lambda: pa.array(c.crc_ok, pa.bool_()),
-        "body_length": lambda: pa.array(c.body_length.astype(np.int32)),
-        "reconsume_times": lambda: pa.array(c.reconsume_times.astype(np.int32)),
-        "prepared_transaction_offset": lambda: pa.array(c.prepared_transaction_offset),
-        "properties": lambda: pa.array([list(d.items()) for d in props], schema.field("properties").type),
-        "error": lambda: pa.nulls(n, pa.string()),
-        "error_detail": lambda: pa.nulls(n, pa.string()),
-        "body": lambda: pa.array(c.body, pa.binary()),
+        "store_path": lambda t: pa.repeat(pa.scalar(store, t), n),
+        "file": lambda t: pa.repeat(pa.scalar(file, t), n),
+        "offset": lambda t: _np(c.offset, t),
+        "size": lambda t: _np(c.store_size, t),
+        "record_type": lambda t: pa.repeat(pa.scalar("message", t), n),
+        "topic": lambda t: pa.array(c.topic, t),
+        "queue_id": lambda t: _np(c.queue_id, t),
+        "queue_offset": lambda t: _np(c.queue_offset, t),
+        "physical_offset": lambda t: _np(c.commit_log_offset, t),
+        "sys_flag": lambda t: _np(c.sys_flag, t),
+        "flag": lambda t: _np(c.flag, t),
+        "tags": lambda t: pa.array(c.tags, t),
+        "tags_code": lambda t: _np(c.tags_code, t),
+        "keys": lambda t: pa.array(c.key_lists(), t),
+        "uniq_key": lambda t: pa.array(c.uniq_key, t),
+        "msg_id": lambda t: pa.array(c.msg_ids(), t),
+        "born_timestamp": lambda t: _np(c.born_timestamp, t),
+        "store_timestamp": lambda t: _np(c.store_timestamp, t),
+        "born_time": lambda t: ts(c.born_timestamp),
+        "store_time": lambda t: ts(c.store_timestamp),
+        "born_host": lambda t: pa.array(c.born_hosts(), t),
+        "store_host": lambda t: pa.array(c.store_hosts(), t),
+        "body_crc": lambda t: _np(c.body_crc, t),
+        "crc_ok": lambda t: pa.array(c.crc_ok, t),
+        "body_length": lambda t: _np(c.body_length, t),
+        "reconsume_times": lambda t: _np(c.reconsume_times, t),
+        "prepared_transaction_offset": lambda t: _np(c.prepared_transaction_offset, t),
+        "properties": lambda t: _properties_map(c.properties or [], t),
+        "error": lambda t: pa.nulls(n, t),
+        "error_detail": lambda t: pa.nulls(n, t),
+        "body": lambda t: pa.array(c.body, t),
+        "key_hashes": lambda t: _key_hashes(c, t),
     }
-    arrays = [make[field.name]().cast(field.type) for field in schema]
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+    return pa.RecordBatch.from_arrays([make[f.name](f.type) for f in schema], schema=schema)
 
 
 class CommitLogDataSource(DataSource):
@@ -338,7 +365,8 @@ class CommitLogDataSource(DataSource):
         return "rmq_commitlog"
 
     def schema(self) -> StructType:
-        return schemas.commit_log_schema(_true(self.options, "include_body"))
+        return schemas.commit_log_schema(_true(self.options, "include_body"),
+                                         schemas.parse_columns(self.options.get("columns")))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return CommitLogReader(dict(self.options), schema)
@@ -433,7 +461,7 @@ class ConsumeQueueDataSource(DataSource):
         return "rmq_consumequeue"
 
     def schema(self) -> StructType:
-        return schemas.consume_queue_schema()
+        return schemas.consume_queue_schema(schemas.parse_columns(self.options.get("columns")))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return ConsumeQueueReader(dict(self.options), schema)
@@ -530,7 +558,7 @@ class IndexDataSource(DataSource):
         return "rmq_index"
 
     def schema(self) -> StructType:
-        return schemas.index_schema()
+        return schemas.index_schema(schemas.parse_columns(self.options.get("columns")))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return IndexReader(dict(self.options), schema)

@@ -79,6 +79,9 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     # a torn record in the middle of a non-last file: bad magic, the walk of the file stops
     s = out["torn"] = _copy("clean-small", base / "torn")
     damage.set_bytes(s / "commitlog" / "00000000000000065536", 0x0 + 4, b"\x00\x00\x00\x01")
+    # a CommitLog file name that is not a multiple of the file size: the audit's range-join path
+    s = out["misaligned"] = _copy("clean-small", base / "misaligned")
+    (s / "commitlog" / "00000000000000524288").rename(s / "commitlog" / "00000000000000524000")
     # an empty store (commitlog/ exists, no files) and a store of blank records only
     empty = out["empty"] = base / "empty"
     (empty / "commitlog").mkdir(parents=True)

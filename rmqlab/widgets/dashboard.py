@@ -107,8 +107,9 @@ class StoreDashboard:
         return list(self.views)[self.tabs.selected_index]
 
     def _on_tab(self, change: dict[str, Any]) -> None:
+        # Always mark (not only when stale): a redraw running now may still be noting flags for it.
         name = self.visible
-        if name is not None and self.stale.get(name):
+        if name is not None:
             self.throttle.mark(f"{name}:{_SHOWN}")
 
     def _redraw(self, flags: frozenset[str]) -> None:
@@ -128,7 +129,8 @@ class StoreDashboard:
             self.stale[name] = set()
             mine.discard(_SHOWN)
             if mine:
-                view._update(frozenset(mine))
+                with view.throttle._draw_lock:  # a view's own redraws (a fading file) may run meanwhile
+                    view._update(frozenset(mine))
 
     def redraw(self) -> None:
         """Redraw every view (throttled, off this thread)."""

@@ -122,8 +122,8 @@ def mapped_files_spec(state: QueueState, ghosts: Sequence[FileState] = ()) -> Sp
     """Each file a bar of its size on an absolute offset axis; the written part darker; the three
     pointers as markers (one row each) at ``start + position``; the queue's ``committed_where``
     and ``flushed_where`` as vertical lines; pending pre-allocations hatched; deleted files
-    (``ghosts``) fading with their ``opacity``. The two lines' labels never overlap: one
-    combined label when the two are equal, staggered heights when they are close.
+    (``ghosts``) fading with their ``opacity``. The two lines' labels sit above the plot and
+    never overlap: one label naming both when the two are equal, a row each when they are close.
 
     Traces, in order (the live view updates them in place): capacity, written, pending, deleted,
     wrote, committed, flushed.
@@ -170,40 +170,39 @@ def mapped_files_spec(state: QueueState, ghosts: Sequence[FileState] = ()) -> Sp
         if where is not None:
             shapes.append({"type": "line", "x0": where, "x1": where, "yref": "paper", "y0": 0, "y1": 1,
                            "line": {"color": color, "dash": "dash", "width": 2}})
-    annotations = _where_labels(state, files)
+    annotations, rows = _where_labels(state, files)
     title = f"{state.queue}: {len(files)} file(s)" + (" (live)" if state.live else " (snapshot)")
-    layout = _base_layout(title, height=240, shapes=shapes, annotations=annotations,
+    layout = _base_layout(title, height=240 + _LABEL_ROW_PX * rows, shapes=shapes, annotations=annotations,
+                          margin={"l": 90, "r": 20, "t": 40 + _LABEL_ROW_PX * rows, "b": 40},
                           xaxis={"title": {"text": "offset (bytes)"}, "tickformat": ","},
                           yaxis={"categoryorder": "array", "categoryarray": ["flushed", "committed", "wrote", "files"]})
     return {"data": traces, "layout": layout}
 
 
-#: Labels of committed_where / flushed_where closer than this share of the axis are staggered,
-#: the second one row (this share of the plot's height, ~2 label heights) lower.
+#: committed_where / flushed_where labels closer than this share of the axis get a row each.
 _LABEL_CLOSE = 0.4  # labels are ~150 px wide; a plot is 400-900 px
-_LABEL_ROW = 0.16
+_LABEL_ROW_PX = 14  # one row of 10 px text
 
 
-def _where_labels(state: QueueState, files: Sequence[FileState]) -> list[dict[str, Any]]:
-    """Annotations for the two queue lines: far apart, each at its line (top row); equal, one
-    label naming both; close (the labels, ~150 px wide, would overlap), the flushed label drops
-    to a second row, so both stay readable."""
+def _where_labels(state: QueueState, files: Sequence[FileState]) -> tuple[list[dict[str, Any]], int]:
+    """Annotations for the two queue lines, in a band above the plot area (off the bars), and how
+    many rows of text the band needs: far apart, one row, each label at its line; equal, one
+    label naming both; close (the labels would overlap), the flushed label a row higher."""
     c, f = state.committed_where, state.flushed_where
-    font = {"size": 10}
+
+    def label(x: int, text: str, color: str, row: int) -> dict[str, Any]:
+        return {"x": x, "yref": "paper", "y": 1.0, "yanchor": "bottom", "yshift": _LABEL_ROW_PX * row,
+                "xanchor": "left", "showarrow": False, "text": text, "font": {"size": 10, "color": color}}
+
     if c is not None and f is not None and c == f:
-        return [{"x": c, "yref": "paper", "y": 1.0, "yanchor": "top", "showarrow": False, "xanchor": "left",
-                 "text": f"committed_where = flushed_where {c:,}", "font": {**font, "color": "#756bb1"}}]
+        return [label(c, f"committed_where = flushed_where {c:,}", "#756bb1", 0)], 1
     span = max([x.start + x.size for x in files] + [c or 0, f or 0, 1]) - min([x.start for x in files] + [c or 0,
                                                                                                          f or 0])
     close = c is not None and f is not None and abs(c - f) < _LABEL_CLOSE * max(span, 1)
-    out = []
-    for label, where, color, row in (("committed_where", c, "#756bb1", 0), ("flushed_where", f, "#31a354", 1)):
-        if where is None:
-            continue
-        out.append({"x": where, "yref": "paper", "y": 1.0 - (_LABEL_ROW * row if close else 0.0), "yanchor": "top",
-                    "showarrow": False, "xanchor": "left", "text": f"{label} {where:,}",
-                    "font": {**font, "color": color}})
-    return out
+    out = [label(where, f"{name} {where:,}", color, row if close else 0)
+           for name, where, color, row in (("committed_where", c, "#756bb1", 0), ("flushed_where", f, "#31a354", 1))
+           if where is not None]
+    return out, (2 if close else 1) if out else 0
 
 
 def mapped_files_figure(state: QueueState, ghosts: Sequence[FileState] = ()) -> go.Figure:

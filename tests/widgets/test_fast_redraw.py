@@ -199,6 +199,10 @@ def _labels(state):
     return figures.mapped_files_spec(state)["layout"]["annotations"]
 
 
+def _top_margin(state):
+    return figures.mapped_files_spec(state)["layout"]["margin"]["t"]
+
+
 def _files(n=4, size=1000):
     return tuple(FileState(f"{i * size:020d}", i * size, size, size, size, size, "full") for i in range(n))
 
@@ -211,17 +215,27 @@ def test_equal_where_gives_one_combined_label():
 
 
 def test_close_where_labels_are_staggered():
-    c, f = _labels(QueueState("commitlog", _files(), 2500, 2400, live=True))
+    state = QueueState("commitlog", _files(), 2500, 2400, live=True)
+    c, f = _labels(state)
     assert c["text"].startswith("committed_where")
     assert f["text"].startswith("flushed_where")
-    assert c["y"] - f["y"] >= 0.15  # a row apart: ~25 px of a 160 px plot, labels are ~14 px
-    assert c["yanchor"] == f["yanchor"] == "top"
+    assert f["yshift"] - c["yshift"] >= 12  # a row apart: the labels are 10 px text
+    assert (c["y"], c["yanchor"]) == (f["y"], f["yanchor"]) == (1.0, "bottom")  # above the plot area
+    assert _top_margin(state) >= 40 + 2 * 12  # room for both rows under the title
 
 
-def test_far_where_labels_share_the_top_row():
-    c, f = _labels(QueueState("commitlog", _files(), 3900, 100, live=True))
-    assert c["y"] == f["y"] == 1.0
+def test_far_where_labels_share_one_row():
+    state = QueueState("commitlog", _files(), 3900, 100, live=True)
+    c, f = _labels(state)
+    assert c["yshift"] == f["yshift"] == 0
     assert (c["x"], f["x"]) == (3900, 100)
+    assert _top_margin(state) < 40 + 2 * 12
+
+
+def test_no_where_labels_for_a_snapshot():
+    state = QueueState("commitlog", _files(), None, None)
+    assert _labels(state) == []
+    assert _top_margin(state) == 40
 
 
 def test_mapped_file_view_labels_after_commit_and_flush(tmp_path):

@@ -713,7 +713,7 @@ def memory_store_spec(state: MemoryState) -> Spec:
                            f"{state.evicted_count} evicted ({state.evicted_bytes:,} bytes)"]}
     shapes = [{"type": "line", "x0": state.threshold, "x1": state.threshold, "yref": "paper", "y0": 0, "y1": 1,
                "line": {"color": "#de2d26", "dash": "dash", "width": 2}}]
-    annotations = [{"x": state.threshold, "yref": "paper", "y": 1.0, "yanchor": "top", "xanchor": "right",
+    annotations = [{"x": state.threshold, "yref": "paper", "y": 1.0, "yanchor": "bottom", "xanchor": "right",
                     "showarrow": False, "text": f"threshold {state.threshold:,} B",
                     "font": {"size": 10, "color": "#de2d26"}}]
     share = state.total_bytes / state.threshold if state.threshold else 0.0
@@ -721,6 +721,7 @@ def memory_store_spec(state: MemoryState) -> Spec:
              f"{state.count} message(s) held, {state.evicted_count} evicted")
     layout = _base_layout(title, height=max(200, 90 + _ROW_HEIGHT * (len(topics) + 1)), shapes=shapes,
                           annotations=annotations, showlegend=False,
+                          margin={"l": 90, "r": 20, "t": 40 + _LABEL_ROW_PX, "b": 40},  # the label above the plot
                           xaxis={"title": {"text": "bytes held"}, "tickformat": ",",
                                  "range": [0, max(state.threshold, state.total_bytes, 1) * 1.05]},
                           yaxis={"categoryorder": "array", "categoryarray": ["all topics", *reversed(

@@ -575,10 +575,7 @@ class MessageStore:
             gc = self.group_commit
             gc.put_request(req)
             if self.threaded:
-                # Serve the queue here when no round is running (no hand-off to the service
-                # thread and back); else the running round's service takes it next.
-                if not gc.try_run_once():
-                    self.runner.wakeup("group_commit")
+                self.runner.wakeup("group_commit")
                 status = req.wait(self.config.sync_flush_timeout)
             else:
                 gc.run_once()

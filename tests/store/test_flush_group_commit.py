@@ -1,8 +1,8 @@
-"""SYNC_FLUSH group commit: who runs a round, what an acknowledgement guarantees, timeouts.
+"""SYNC_FLUSH group commit: what an acknowledgement guarantees, shared flushes, timeouts.
 
-A producer serves the queue itself when no round is running (``try_run_once``) and otherwise
-leaves it to the running round's service; either way a PUT_OK means the CommitLog is flushed
-past the message, and a flush that cannot finish gives FLUSH_DISK_TIMEOUT.
+Producers queue a request and the service thread's rounds serve them; a PUT_OK means the
+CommitLog is flushed past the message, and a flush that cannot finish (or a round that fails)
+gives FLUSH_DISK_TIMEOUT.
 """
 
 from __future__ import annotations
@@ -25,39 +25,21 @@ def sync_store(tmp_path: Path, **changes: object) -> MessageStore:
     return MessageStore.open(root, config, threaded=True)
 
 
-def test_try_run_once_serves_the_queue_in_the_caller(tmp_path: Path) -> None:
+def test_a_request_queued_during_a_round_is_served_by_the_next(tmp_path: Path) -> None:
     store = sync_store(tmp_path)
     try:
         gc = store.group_commit
         assert gc is not None
-        r = store.put_message(Message("TopicF", b"x" * 100))
-        assert r.ok
+        assert store.put_message(Message("TopicF", b"x" * 100)).ok
         end = store.commit_log.get_max_offset()
-        req = GroupCommitRequest(end)
-        gc.put_request(req)
-        rounds = gc.rounds
-        while not gc.try_run_once():  # the service's 10 ms poll round may hold the lock
-            time.sleep(0.001)
-        assert req.is_done()  # served by that round or by ours
-        assert req.status is PutMessageStatus.PUT_OK
-        assert store.commit_log.mapped_file_queue.flushed_where >= end
-        assert gc.rounds > rounds
-    finally:
-        store.shutdown()
-
-
-def test_try_run_once_leaves_a_busy_round_alone(tmp_path: Path) -> None:
-    store = sync_store(tmp_path)
-    try:
-        gc = store.group_commit
-        assert gc is not None
-        with gc._round:  # a round is running (in "another" thread)
-            req = GroupCommitRequest(0)
+        with gc._round:  # a round is running
+            req = GroupCommitRequest(end)
             gc.put_request(req)
-            assert gc.try_run_once() is False
+            store.runner.wakeup("group_commit")
             time.sleep(0.05)
             assert not req.is_done()  # nobody can serve it while the round runs
-        assert req.wait(5000) is PutMessageStatus.PUT_OK  # the service serves it once the round ends
+        assert req.wait(5000) is PutMessageStatus.PUT_OK  # the service's next round does
+        assert store.commit_log.mapped_file_queue.flushed_where >= end
     finally:
         store.shutdown()
 
@@ -108,7 +90,7 @@ def test_a_flush_that_cannot_finish_times_out(tmp_path: Path, monkeypatch: pytes
         store.shutdown()
 
 
-def test_a_failing_round_in_the_producer_times_out_like_one_in_the_service(
+def test_a_failing_round_is_logged_and_the_producer_times_out(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = sync_store(tmp_path, sync_flush_timeout=200)
     try:
@@ -119,7 +101,7 @@ def test_a_failing_round_in_the_producer_times_out_like_one_in_the_service(
 
         monkeypatch.setattr(mfq, "flush", broken)
         r = store.put_message(Message("TopicF", b"z" * 50))
-        assert r.status is PutMessageStatus.FLUSH_DISK_TIMEOUT  # logged, never raised to the producer
+        assert r.status is PutMessageStatus.FLUSH_DISK_TIMEOUT  # the service logs it; never raised here
     finally:
         monkeypatch.undo()
         store.shutdown()

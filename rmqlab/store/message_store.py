@@ -787,7 +787,8 @@ class MessageStore:
         select = self.commit_log.select_from
         get = self.commit_log.get_message
         shared: SharedSelection | None = None
-        sh_start = sh_end = 0  # the shared selection's [start, end)
+        sh_start = sh_end = 0  # the shared selection's [start, end) and buffer
+        sh_buf = memoryview(b"")
         consumed = 0  # units looked at (the next pull starts after them)
         total = 0  # result.buffer_total_size, kept local in the loop
         c = self.config
@@ -828,7 +829,7 @@ class MessageStore:
                     sel = select(off_py)
                     if sel is not None:
                         shared = SharedSelection(sel)
-                        sh_start, sh_end = shared.start, shared.end
+                        sh_start, sh_end, sh_buf = shared.start, shared.end, shared.buffer
                 holder: SharedSelection | SelectMappedBufferResult | None = shared
                 if shared is None or size_py < 0 or off_py + size_py > sh_end:
                     holder = get(off_py, size_py)  # the exact rule for what a shared one can't serve
@@ -841,8 +842,8 @@ class MessageStore:
                     view = holder.buffer
                 else:
                     a = off_py - sh_start
-                    view = shared.buffer[a : a + size_py]
-                    shared.acquire()
+                    view = sh_buf[a : a + size_py]
+                    shared._refs += 1  # shared.acquire()
                 if message_filter is not None and not message_filter.is_matched_by_commit_log(view):
                     with contextlib.suppress(BufferError):
                         view.release()

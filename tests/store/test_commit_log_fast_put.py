@@ -110,12 +110,13 @@ def _files(store: MessageStore) -> dict[str, bytes]:
 
 
 @contextmanager
-def _pair(version: str = "4.9.8", store_host: str = "192.168.0.10:10911") -> Iterator[tuple[MessageStore, ...]]:
+def _pair(version: str = "4.9.8", store_host: str = "192.168.0.10:10911",
+          **changes: Any) -> Iterator[tuple[MessageStore, ...]]:
     with tempfile.TemporaryDirectory() as tmp:
         stores = []
         for name in ("fast", "exact"):
             root = os.path.join(tmp, name)
-            config = MessageStoreConfig.small(root, rocketmq_version=version, store_host=store_host)
+            config = MessageStoreConfig.small(root, rocketmq_version=version, store_host=store_host, **changes)
             stores.append(MessageStore.open(root, config, clock=ManualClock(_START), threaded=False))
         fast, exact = stores
         exact.commit_log.fast_path = False
@@ -144,6 +145,7 @@ def _run(fast: MessageStore, exact: MessageStore, ops: list[tuple[str, Any]]) ->
     fast_events, exact_events = ([e for e in r.events if isinstance(e, kinds)] for r in events)
     assert fast_events == exact_events
     for s in (fast, exact):  # and both dispatch to the same consume queues
+        s.flush()  # a TransientStorePool store shows reput committed bytes only
         assert s.wait_dispatched()
     for topic in ("TopicA", "TopicB"):
         for q in range(4):
@@ -173,6 +175,21 @@ def test_many_plain_puts_roll_files_identically() -> None:
     with _pair() as (fast, exact):
         _run(fast, exact, ops)
         assert len(_files(fast)) >= 5
+
+
+@pytest.mark.parametrize("changes", [{"transient_store_pool_enable": True}, {"flush_disk_type": "SYNC_FLUSH"}])
+def test_write_buffer_and_sync_flush_stores_match(changes: dict[str, Any]) -> None:
+    """Fast records go to the TransientStorePool buffer (committed later) or are flushed per put
+    exactly like exact ones."""
+    body = bytes(range(256)) * 3
+    ops: list[tuple[str, Any]] = [("put", Message("TopicA", body, tags="T", keys=[f"k{i}"])) for i in range(150)]
+    ops.append(("batch", [Message("TopicA", body, keys=f"b{j}") for j in range(8)]))
+    with _pair(**changes) as (fast, exact):
+        _run(fast, exact, ops)
+        for s in (fast, exact):
+            s.step()
+            s.flush()
+        assert _files(fast) == _files(exact)
 
 
 def test_common_puts_take_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:

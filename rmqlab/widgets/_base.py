@@ -55,23 +55,41 @@ def set_figure(target: Any, new: Any) -> bool:
     if "template" in relayout and relayout["template"] is not None:
         relayout["template"] = copy.deepcopy(relayout["template"])  # the cached template stays unshared
     relayout.update((k, None) for k in old_layout if k not in layout)
-    # One update per set of changed keys: a key missing for some of the traces of one update would
-    # have to be sent as Undefined, which plotly.js stores as a present-but-undefined attribute
-    # (``marker: undefined`` then breaks its next newPlot).
+    # Never Undefined for a trace that lacks one of an update's keys: plotly.js stores it as a
+    # present-but-undefined attribute (``marker: undefined`` then breaks its next newPlot). A
+    # changed trace re-sends its unchanged value of a key other traces changed; traces that have
+    # no value for some key (and are not removing it) go in a separate update.
+    union = {k for d in changes for k in d}
     groups: dict[frozenset[str], list[int]] = {}
-    for n, diff in enumerate(changes):
-        groups.setdefault(frozenset(diff), []).append(n)
-    updates = [({k: [changes[n][k] for n in members] for k in keys}, [indexes[n] for n in members])
-               for keys, members in groups.items()] or [({}, [])]
+    for n, (i, diff) in enumerate(zip(indexes, changes, strict=True)):
+        groups.setdefault(frozenset(k for k in union if k in diff or k in data[i]), []).append(n)
+    updates = [({k: [changes[n][k] if k in changes[n] else data[indexes[n]][k] for n in members] for k in keys},
+                [indexes[n] for n in members]) for keys, members in groups.items()] or [({}, [])]
     for u, (restyle, trace_indexes) in enumerate(updates):
         lay = relayout if u == 0 else {}
         if restyle or lay:
-            target.plotly_update(restyle_data=restyle, relayout_data=lay, trace_indexes=trace_indexes)
+            _plotly_update(target, restyle, lay, trace_indexes)
     for i, diff in zip(indexes, changes, strict=True):
         _forget(target.data[i], diff)
     _forget(target.layout, relayout)
     target._rmq_applied = (data, layout)
     return replaced
+
+
+def _plotly_update(target: Any, restyle: dict[str, list[Any]], relayout: dict[str, Any], indexes: list[int]) -> None:
+    """``target.plotly_update(restyle, relayout, indexes)`` minus its check of every key path
+    against the trace (each check reads the property, copying lists of thousands of hover
+    strings: most of a small redraw's time). The keys come from the builders, so they are valid."""
+    for key, values in restyle.items():
+        for i, value in zip(indexes, values, strict=True):
+            target._set_in(target._data[i], key, value)
+    for key, value in relayout.items():
+        target._set_in(target._layout, key, value)
+    target._send_update_msg(restyle, relayout, indexes)
+    if restyle:
+        target._dispatch_trace_change_callbacks(restyle, indexes)
+    if relayout:
+        target._dispatch_layout_change_callbacks(relayout)
 
 
 def _forget(obj: Any, keys: Iterable[str]) -> None:

@@ -179,7 +179,7 @@ def test_unchanged_spec_sends_nothing_and_changes_send_only_themselves():
     _check_messages(sent)
     names = {fw.data[i].name for _, _, indexes in sent for i in indexes}
     assert names == {"file", "written", "wrote"}  # hover texts and the wrote marker moved
-    assert len(sent) == 2  # {hovertext} for "file"; {x, hovertext} for "written" and "wrote"
+    assert len(sent) == 1  # one message: "file" re-sends its unchanged x along with its new hover text
     assert all(relayout == {} for _, relayout, _ in sent)
     assert list(fw.data[4].x) == [20]
 

@@ -19,7 +19,7 @@ from operator import mul
 
 import numpy as np
 
-__all__ = ["java_hash", "java_hash_extend", "java_hash_extend_many", "tags_code"]
+__all__ = ["java_hash", "java_hash_extend", "java_hash_extend_many", "java_hash_ranges", "tags_code"]
 
 _MASK32 = 0xFFFFFFFF
 _MOD = 1 << 32
@@ -89,7 +89,7 @@ def _power_tables(n: int) -> tuple[np.ndarray, np.ndarray]:
     """``(31**k, 31**-k)`` mod 2**32 for ``k = 0 .. n`` (at least), grown by doubling and kept."""
     pw, inv = _tables
     if len(pw) <= n:
-        size = max(n + 1, 2 * len(pw), 1 << 18)
+        size = max(n + 1, 2 * len(pw), 1 << 12)
         mask = np.uint64(_MASK32)
         pw = np.cumprod(np.full(size, 31, np.uint64)) & mask  # uint64 wraps mod 2**64: fine mod 2**32
         inv = np.cumprod(np.full(size, _INV31, np.uint64)) & mask
@@ -137,6 +137,39 @@ def java_hash_extend_many(prefix_hashes: np.ndarray, suffixes: list[str]) -> np.
     for i in slow:
         out[i] = java_hash_extend(int(prefix[i]), suffixes[i])
     return out
+
+
+def java_hash_ranges(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, prefix_hashes: np.ndarray) -> np.ndarray:
+    """``java_hash_extend(prefix_hashes[i], data[starts[i]:ends[i]])`` for ASCII bytes ``data``
+    (uint8), as signed int64 values, without building strings: ranges of one length are
+    gathered as one ``(count, length)`` matrix and multiplied by the weights ``31**(length-1)
+    .. 1`` in uint64 (exact: ``length * 255 * 2**32 < 2**64`` up to 2**24 bytes), then
+    combined with the prefix as ``prefix * 31**length + poly`` mod 2**32."""
+    n = len(starts)
+    out = np.empty(n, dtype=np.int64)
+    if n == 0:
+        return out
+    a = np.asarray(starts, dtype=np.int64)
+    lens = np.asarray(ends, dtype=np.int64) - a
+    mask = np.uint64(_MASK32)
+    prefix = np.asarray(prefix_hashes, dtype=np.int64).astype(np.uint64) & mask
+    pw, _inv = _power_tables(int(lens.max()))
+    weights = _weight_rows
+    for length in np.unique(lens).tolist():
+        sel = np.flatnonzero(lens == length)
+        if length:
+            w = weights.get(length)
+            if w is None:
+                w = weights[length] = pw[length - 1 :: -1][:length].copy() if length > 1 else pw[:1].copy()
+            mat = data[a[sel, None] + np.arange(length)]
+            poly = (mat.astype(np.uint64) @ w) & mask
+        else:
+            poly = np.zeros(len(sel), dtype=np.uint64)
+        out[sel] = ((prefix[sel] * pw[length] + poly) & mask).astype(np.uint32).view(np.int32)
+    return out
+
+
+_weight_rows: dict[int, np.ndarray] = {}
 
 
 def tags_code(tags: str | None) -> int:

@@ -336,6 +336,41 @@ def _properties(
     return tags, keys, uniq, None
 
 
+def _keys_and_uniq(praws: list[bytes]) -> tuple[list[str | None], list[str | None]]:
+    """KEYS and UNIQ_KEY of each properties string: :func:`_properties` without TAGS (what the
+    index needs), same rules and the same :func:`decode_properties` fallback."""
+    keys: list[str | None] = []
+    uniq: list[str | None] = []
+    ka, ua = keys.append, uniq.append
+    kk, uk_ = _KEYS_K, _UNIQ_K
+    for raw in praws:
+        if raw.isascii():
+            i = raw.rfind(kk)
+            if i < 0:
+                ky = None
+            elif i and raw[i - 1] != 2:
+                ky = _NOT_FOUND
+            else:
+                j = raw.find(b"\x02", i)
+                ky = raw[i + 5 : j if j >= 0 else None].decode("ascii") or _NOT_FOUND
+            i = raw.rfind(uk_)
+            if i < 0:
+                u = None
+            elif i and raw[i - 1] != 2:
+                u = _NOT_FOUND
+            else:
+                j = raw.find(b"\x02", i)
+                u = raw[i + 9 : j if j >= 0 else None].decode("ascii") or _NOT_FOUND
+            if ky is not _NOT_FOUND and u is not _NOT_FOUND:
+                ka(ky)
+                ua(u)
+                continue
+        d = decode_properties(raw) if raw else {}
+        ka(d.get(PROPERTY_KEYS))
+        ua(d.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
+    return keys, uniq
+
+
 def scan_records(
     buf: Any,
     start: int = 0,

@@ -171,8 +171,9 @@ class ConsumeQueueStore:
         """
         if len(rows) == 0:
             return []
-        names: dict[str, int] = {}
-        tid = np.fromiter((names.setdefault(topics[i], len(names)) for i in rows.tolist()), np.int64, len(rows))
+        sel = topics if len(rows) == len(topics) else [topics[i] for i in rows.tolist()]
+        names = {t: k for k, t in enumerate(dict.fromkeys(sel))}
+        tid = np.fromiter(map(names.__getitem__, sel), np.int64, len(rows))
         key = (tid << 32) | (np.asarray(queue_ids, dtype=np.int64)[rows] & 0xFFFFFFFF)
         order = np.argsort(key, kind="stable")
         sorted_key = key[order]

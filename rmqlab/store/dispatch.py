@@ -18,13 +18,14 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from rmqlab.codec import flags
-from rmqlab.codec.java_hash import java_hash
-from rmqlab.codec.scan import _byte_source, _properties
+from rmqlab.codec.java_hash import java_hash, java_hash_ranges
+from rmqlab.codec.names import validate_topic
+from rmqlab.codec.scan import _byte_source, _keys_and_uniq, _properties
 from rmqlab.codec.walk import DispatchRequest, check_message_and_return_size, new_dispatch_request
 from rmqlab.errors import InvalidTopic
 from rmqlab.events import Dispatched, EventBus
 from rmqlab.faults import crash_point, is_armed
-from rmqlab.store.fast_walk import FastChecker, gather_dispatch_fields
+from rmqlab.store.fast_walk import FastChecker, gather_dispatch_fields, property_values
 
 if TYPE_CHECKING:
     from rmqlab.store.commit_log import CommitLog, DispatchHint
@@ -48,6 +49,7 @@ _INT = struct.Struct(">i")
 _CQ_TYPES = (flags.TRANSACTION_NOT_TYPE, flags.TRANSACTION_COMMIT_TYPE)
 BATCH_RECORDS = 4096  # records reput gathers before dispatching them together
 REDISPATCH_BATCH = 1 << 14  # records recovery re-dispatches together
+_SCHEDULE_RAW = flags.SCHEDULE_TOPIC.encode()
 _HINT_DTYPE = np.dtype([("total", ">i4"), ("magic", ">i4"), ("_pad", "V12"), ("queue_offset", ">i8"),
                         ("phys", ">i8")])
 assert _HINT_DTYPE.itemsize == _HINT_HEAD.size
@@ -70,6 +72,10 @@ class DispatchBatch:
     keys: Sequence[str | None]
     uniq_key: Sequence[str | None]
     requests: list[DispatchRequest] | None = None
+    #: index keys already hashed from the stored bytes (record numbers, key hashes), for the
+    #: records not in ``string_rows`` (whose ``keys``/``uniq_key`` are then None)
+    items: tuple[np.ndarray, np.ndarray] | None = None
+    string_rows: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.offset)
@@ -316,7 +322,7 @@ class ReputMessageService:
         if idx_disp.enabled:
             idx_disp.index_service.build_index_batch(
                 batch.offset, batch.store_timestamp, batch.sys_flag, batch.topic, batch.keys, batch.uniq_key,
-                before_roll=cq_upto,
+                before_roll=cq_upto, items=batch.items, string_rows=batch.string_rows,
             )
         cq_upto(n - 1)
 
@@ -398,36 +404,102 @@ class ReputMessageService:
         keys: list[str | None] = [None] * n
         uniq: list[str | None] = [None] * n
         rows = np.flatnonzero(need)
+        batch = DispatchBatch(off, size, tags_code, ts, queue_offset, sys_flag, qid, topics, keys, uniq)
         if len(rows):
-            self._parse_rows(buf, p, rows, topics, tags_code, keys, uniq, table, max_level, f)
-        return DispatchBatch(off, size, tags_code, ts, queue_offset, sys_flag, qid, topics, keys, uniq)
+            want_tags = bool(np.any(cq_type[rows] & (off[rows] + size[rows] > bound[rows])))
+            if self._queues_valid(topic_names, tid, qid, cq_type):
+                rows = self._vector_rows(buf, p, rows, tid, topic_names, f, batch, want_tags)
+            if len(rows):
+                self._parse_rows(buf, p, rows, topics, tags_code, keys, uniq, table, max_level, f, want_tags)
+        return batch
+
+    @staticmethod
+    def _queues_valid(topic_names: list[str], tid: np.ndarray, qid: np.ndarray, cq_type: np.ndarray) -> bool:
+        """Whether every consume queue the batch will touch can exist (topic name and queue id
+        as ``ConsumeQueue`` checks them); if not, the batch keeps every key as a string so the
+        per-record fallback of :meth:`dispatch_batch` can rebuild exact requests."""
+        if np.any(cq_type & (qid < 0)):
+            return False
+        for k in np.unique(tid[cq_type]).tolist():
+            try:
+                validate_topic(topic_names[k], max_length=255)
+            except InvalidTopic:
+                return False
+        return True
+
+    def _vector_rows(self, buf: memoryview, p: np.ndarray, rows: np.ndarray, tid: np.ndarray,
+                     topic_names: list[str], f: dict[str, np.ndarray], batch: DispatchBatch, want_tags: bool
+                     ) -> np.ndarray:
+        """Hash the index keys (and the tags codes) of ``rows`` straight from the stored bytes
+        (:func:`property_values`, :func:`java_hash_ranges`) into ``batch``; returns the rows
+        that need the string path instead (unusual properties, SCHEDULE_TOPIC records)."""
+        names = (b"KEYS", b"UNIQ_KEY", b"TAGS") if want_tags else (b"KEYS", b"UNIQ_KEY")
+        props, fb, ranges = property_values(buf, f["props_pos"][rows], f["props_len"][rows], names)
+        if _SCHEDULE_RAW in f["topics"]:
+            fb |= np.array([f["topics"][t] == _SCHEDULE_RAW for t in tid[rows].tolist()], dtype=bool)
+        ok = ~fb
+        (ks, ke), (us, ue) = ranges[0], ranges[1]
+        topic_h = np.array([java_hash(f"{t}#") for t in topic_names], dtype=np.int64)[tid[rows]]
+        # UNIQ_KEY items, then the KEYS tokens (split on " ", empty tokens dropped)
+        ur = np.flatnonzero(ok & (us >= 0))
+        kr = np.flatnonzero(ok & (ks >= 0))
+        spaces = np.flatnonzero(props == 32)
+        k_at = np.searchsorted(ks[kr], spaces, side="right") - 1
+        inside = (k_at >= 0) & (spaces < ke[kr][np.maximum(k_at, 0)]) if len(kr) else np.zeros(len(spaces), bool)
+        sp = spaces[inside]
+        t_start = np.sort(np.concatenate((ks[kr], sp + 1)))
+        t_end = np.sort(np.concatenate((sp, ke[kr])))
+        t_rec = kr[np.searchsorted(ks[kr], t_start, side="right") - 1] if len(kr) else np.empty(0, np.int64)
+        nonempty = t_end > t_start
+        t_start, t_end, t_rec = t_start[nonempty], t_end[nonempty], t_rec[nonempty]
+        rec = np.concatenate((ur, t_rec))
+        a = np.concatenate((us[ur], t_start))
+        b = np.concatenate((ue[ur], t_end))
+        kind = np.concatenate((np.zeros(len(ur), np.int64), np.ones(len(t_rec), np.int64)))
+        order = np.lexsort((a, kind, rec))
+        rec, a, b = rec[order], a[order], b[order]
+        h = java_hash_ranges(props, a, b, topic_h[rec])
+        batch.items = (rows[rec], np.where(h == -(2**31), 0, np.abs(h)))
+        if want_tags:
+            ts_, te_ = ranges[2]
+            tr = np.flatnonzero(ok & (ts_ >= 0))
+            batch.tags_code[rows[tr]] = java_hash_ranges(props, ts_[tr], te_[tr], np.zeros(len(tr), np.int64))
+        string_rows = rows[fb]
+        batch.string_rows = string_rows
+        return string_rows
 
     def _parse_rows(self, buf: memoryview, p: np.ndarray, rows: np.ndarray, topics: list[str],
                     tags_code: np.ndarray, keys: list[str | None], uniq: list[str | None],
-                    table: dict[int, int], max_level: int, f: dict[str, np.ndarray]) -> None:
-        """TAGS code, KEYS and UNIQ_KEY of the records ``rows`` (what the parser's request holds)."""
+                    table: dict[int, int], max_level: int, f: dict[str, np.ndarray], want_tags: bool) -> None:
+        """Fill TAGS code, KEYS and UNIQ_KEY of the records ``rows`` (what the parser's request
+        holds) into ``tags_code``/``keys``/``uniq``."""
         pl_pos = f["props_pos"][rows]
         pl = f["props_len"][rows]
         src = _byte_source(buf)
         raws = list(map(src.__getitem__, map(slice, pl_pos.tolist(), (pl_pos + pl).tolist())))
-        tg, ky, uk, _ = _properties(raws, False)
-        codes: dict[str | None, int] = {None: 0, "": 0}
-        check = check_message_and_return_size
-        for j, i in enumerate(rows.tolist()):
-            if topics[i] == flags.SCHEDULE_TOPIC:  # the tags code may be a due time: parse it
-                _size, _ok, req = check(buf, int(p[i]), check_crc=False, read_body=False,
-                                        rocketmq_version=self.version, delay_level_table=table,
-                                        max_delay_level=max_level)
-                assert req is not None
-                tags_code[i], keys[i], uniq[i] = req.tags_code, req.keys, req.uniq_key
-                continue
-            t = tg[j]
-            c = codes.get(t)
-            if c is None:
-                c = codes[t] = java_hash(t)  # type: ignore[arg-type]
-            tags_code[i] = c
-            keys[i] = ky[j]
-            uniq[i] = uk[j]
+        if want_tags:
+            tg, ky, uk, _ = _properties(raws, False)
+            codes: dict[str | None, int] = {t: java_hash(t) for t in set(tg) if t}
+            codes[None] = codes[""] = 0
+            tags_code[rows] = np.fromiter(map(codes.__getitem__, tg), dtype=np.int64, count=len(tg))
+        else:  # every unit is already in its queue: the tags code is never read
+            ky, uk = _keys_and_uniq(raws)
+        if len(rows) == len(keys):
+            keys[:] = ky
+            uniq[:] = uk
+        else:
+            for j, i in enumerate(rows.tolist()):
+                keys[i] = ky[j]
+                uniq[i] = uk[j]
+        if _SCHEDULE_RAW in f["topics"]:  # a delayed record's tags code may be a due time: parse those
+            check = check_message_and_return_size
+            for i in rows.tolist():
+                if topics[i] == flags.SCHEDULE_TOPIC:
+                    _size, _ok, req = check(buf, int(p[i]), check_crc=False, read_body=False,
+                                            rocketmq_version=self.version, delay_level_table=table,
+                                            max_delay_level=max_level)
+                    assert req is not None
+                    tags_code[i], keys[i], uniq[i] = req.tags_code, req.keys, req.uniq_key
 
     def _reput(self) -> int:
         if not self.batching():

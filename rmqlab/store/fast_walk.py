@@ -27,6 +27,7 @@ import zlib
 from typing import Any
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from rmqlab.codec.flags import (
     BORNHOST_V6_FLAG,
@@ -35,10 +36,12 @@ from rmqlab.codec.flags import (
     SCHEDULE_TOPIC,
     STOREHOSTADDRESS_V6_FLAG,
 )
+from rmqlab.codec.scan import _byte_source
 
 __all__ = ["BATCH", "FastChecker", "be_int", "gather_dispatch_fields", "hop"]
 
 BATCH = 1 << 15  # records hopped and checked at once
+_WINDOW_MAX = 512  # widest properties gathered as a 2-D window (else sliced and joined)
 _TOTAL_MAGIC = struct.Struct(">ii")
 _SCHEDULE = SCHEDULE_TOPIC.encode()
 
@@ -259,3 +262,71 @@ def gather_dispatch_fields(buf: Any, p: np.ndarray) -> dict[str, Any]:
         }
     finally:
         del arr
+
+
+def property_values(buf: Any, starts: np.ndarray, lens: np.ndarray, names: tuple[bytes, ...]
+                    ) -> tuple[np.ndarray, np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
+    """Where the values of ``names`` (e.g. ``b"KEYS"``) are in the properties ``buf[starts[i] :
+    starts[i] + lens[i]]`` of many records, found with numpy.
+
+    Returns ``(props, fallback, [(value_start, value_end) per name])``: ``props`` is every
+    record's properties concatenated (positions below index into it); ``value_start`` is -1
+    where the name is absent. The rule is ``codec.scan._properties``'s: the *last* occurrence
+    of ``name + "\x01"`` (so one of the ``0x01`` bytes, preceded by the name), which must start
+    the properties or follow a ``0x02``, its value running to the next ``0x02`` or the end and
+    not empty, the record all ASCII; a record breaking any of that has ``fallback`` set (its
+    positions are meaningless) and must be decoded by the exact code.
+    """
+    n = len(starts)
+    lens = lens.astype(np.int64)
+    seg_end = np.cumsum(lens)
+    seg_start = seg_end - lens
+    st = starts.astype(np.int64)
+    width = int(lens.max()) if n else 0
+    if 0 < width <= _WINDOW_MAX:  # one 2-D gather of (n, width) bytes, then the padding masked out
+        u8 = np.frombuffer(buf, dtype=np.uint8)
+        try:
+            rows = sliding_window_view(u8, width)[np.minimum(st, len(u8) - width)]
+            shift = st - np.minimum(st, len(u8) - width)  # records ending less than width before the end
+            cols = np.arange(width)
+            props = rows[(cols >= shift[:, None]) & (cols < (shift + lens)[:, None])]
+            del rows
+        finally:
+            del u8
+    else:
+        src = _byte_source(buf)
+        props = np.frombuffer(b"".join(map(src.__getitem__, map(slice, st.tolist(), (st + lens).tolist()))),
+                              dtype=np.uint8)
+    total = len(props)
+    fallback = np.zeros(n, dtype=bool)
+    nz = np.flatnonzero(lens)
+    if len(nz) and total and props.max() >= 128:
+        fallback[nz] = np.maximum.reduceat(props, seg_start[nz]) >= 128
+    seps = np.flatnonzero(props == 2)
+    ones = np.flatnonzero(props == 1)
+    out = []
+    for name in names:
+        m = len(name)
+        vs = np.full(n, -1, dtype=np.int64)
+        ve = np.full(n, -1, dtype=np.int64)
+        q = ones[ones >= m]
+        if len(q):
+            hit = np.ones(len(q), dtype=bool)
+            for k in range(m):
+                hit &= props[q - m + k] == name[k]
+            s = q[hit] - m
+            rec = np.searchsorted(seg_start, s, side="right") - 1
+            inside = s + m + 1 <= seg_end[rec]
+            s, rec = s[inside], rec[inside]
+            if len(s):
+                last = np.append(rec[1:] != rec[:-1], True)  # the last occurrence in each record
+                s, rec = s[last], rec[last]
+                starts_ok = (s == seg_start[rec]) | (props[np.maximum(s - 1, 0)] == 2)
+                a = s + m + 1
+                j = np.searchsorted(seps, a)
+                nxt = np.where(j < len(seps), seps[np.minimum(j, len(seps) - 1)], total)
+                b = np.minimum(nxt, seg_end[rec])
+                fallback[rec[~starts_ok | (b == a)]] = True
+                vs[rec], ve[rec] = a, b
+        out.append((vs, ve))
+    return props, fallback, out

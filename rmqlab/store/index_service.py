@@ -260,6 +260,8 @@ class IndexService:
         keys: Sequence[str | None],
         uniq_keys: Sequence[str | None],
         before_roll: Callable[[int], None] | None = None,
+        items: tuple[np.ndarray, np.ndarray] | None = None,
+        string_rows: np.ndarray | None = None,
     ) -> None:
         """``build_index`` for records ``0 .. n-1`` (offsets strictly increasing), in bulk.
 
@@ -274,6 +276,10 @@ class IndexService:
         bring the consume queues up to record ``j`` (a roll flushes the checkpoint). If no file
         can be created the rest of that record is dropped and later records go one by one, as
         ``build_index`` would do. Publishes no events.
+
+        ``items`` (record numbers ascending, key hashes in item order) are keys already hashed
+        from the stored bytes for records whose ``keys``/``uniq_keys`` are None; the strings are
+        then only read for ``string_rows``.
         """
         if not self.message_index_enable:
             return
@@ -292,14 +298,25 @@ class IndexService:
                 return
         offs = np.asarray(offsets, dtype=np.int64)
         active = (offs >= f.end_phy_offset) & ((np.asarray(sys_flags) & _TX_MASK) != TRANSACTION_ROLLBACK_TYPE)
-        item_keys, rec = _items(np.flatnonzero(active), keys, uniq_keys)
-        m = len(item_keys)
+        act = np.flatnonzero(active)
+        if items is not None:
+            act = act[np.isin(act, string_rows)] if string_rows is not None else act
+        item_keys, rec = _items(act, keys, uniq_keys)
+        key_hash = np.empty(0, dtype=np.int64)
+        if item_keys:
+            prefixes = {t: java_hash(f"{t}#") for t in set(topics)}
+            topic_h = np.fromiter(map(prefixes.__getitem__, topics), dtype=np.int64, count=n)
+            h = java_hash_extend_many(topic_h[rec], item_keys)
+            key_hash = np.where(h == _INT_MIN, 0, np.abs(h))
+        if items is not None:
+            keep = active[items[0]]
+            rec = np.concatenate((items[0][keep], rec))
+            key_hash = np.concatenate((items[1][keep], key_hash))
+            order = np.argsort(rec, kind="stable")
+            rec, key_hash = rec[order], key_hash[order]
+        m = len(rec)
         if m == 0:
             return
-        prefixes = {t: java_hash(f"{t}#") for t in set(topics)}
-        topic_h = np.fromiter(map(prefixes.__getitem__, topics), dtype=np.int64, count=n)
-        h = java_hash_extend_many(topic_h[rec], item_keys)
-        key_hash = np.where(h == _INT_MIN, 0, np.abs(h))
         phy = offs[rec]
         ts = np.asarray(store_timestamps, dtype=np.int64)[rec]
         done = 0

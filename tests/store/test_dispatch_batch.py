@@ -260,3 +260,43 @@ def test_put_units_equals_put_message_position_info(tmp_path_factory: pytest.Tem
     assert fa == fb
     for cq in queues:
         cq.shutdown()
+
+
+_PROP_PIECES = ["KEYS", "UNIQ_KEY", "TAGS", "XKEYS", "k1 k2", " ", "", "ü", "\x01", "\x02", "v", "a  b", "KEYS\x01"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.sampled_from(_PROP_PIECES), st.sampled_from(_PROP_PIECES)), max_size=5),
+                min_size=1, max_size=12), st.booleans(), st.booleans())
+def test_property_values_equal_scan_properties(records: list[list[tuple[str, str]]], glue: bool,
+                                               long: bool) -> None:
+    from rmqlab.codec.scan import _properties
+    from rmqlab.store.fast_walk import property_values
+
+    if long:  # wider than the 2-D gather: the slice-and-join path
+        records = [[*records[0], ("LONG", "x" * 600)], *records[1:]]
+    raws = [("" if glue else "\x02").join(f"{k}\x01{v}\x02" for k, v in rec).encode() for rec in records]
+    blob = b"##" + b"".join(raws)
+    starts = 2 + np.cumsum([0] + [len(r) for r in raws[:-1]])
+    props, fb, ranges = property_values(blob, starts, np.array([len(r) for r in raws]), (b"KEYS", b"UNIQ_KEY",
+                                                                                          b"TAGS"))
+    tags, keys, uniq, _ = _properties(raws, False)
+    for i, raw in enumerate(raws):
+        if fb[i]:
+            continue
+        for (vs, ve), exact in zip(ranges, (keys[i], uniq[i], tags[i]), strict=True):
+            got = None if vs[i] < 0 else props[vs[i] : ve[i]].tobytes().decode()
+            assert got == exact, (raw, got, exact)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.text(alphabet="abcXYZ019-_ #", max_size=40), min_size=1, max_size=30))
+def test_java_hash_ranges(values: list[str]) -> None:
+    from rmqlab.codec.java_hash import java_hash_ranges
+
+    data = np.frombuffer(b"".join(v.encode() for v in values) or b"\0", dtype=np.uint8)
+    ends = np.cumsum([len(v) for v in values])
+    starts = ends - np.array([len(v) for v in values])
+    prefixes = np.array([java_hash(f"T{i % 3}#") for i in range(len(values))], dtype=np.int64)
+    got = java_hash_ranges(data, starts, ends, prefixes).tolist()
+    assert got == [java_hash(f"T{i % 3}#{v}") for i, v in enumerate(values)]

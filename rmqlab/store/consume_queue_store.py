@@ -162,24 +162,29 @@ class ConsumeQueueStore:
         assert cq is not None
         return cq.put_message_position_info(offset, size, tags_code, cq_offset)
 
-    def group_rows(self, topics: Sequence[str], queue_ids: np.ndarray, rows: np.ndarray
-                   ) -> list[tuple[ConsumeQueue, np.ndarray]]:
+    def group_rows(self, topics: Sequence[str], queue_ids: np.ndarray, rows: np.ndarray,
+                   topic_ids: tuple[np.ndarray, list[str]] | None = None) -> list[tuple[ConsumeQueue, np.ndarray]]:
         """The queue of each of ``rows`` (record numbers, ascending): ``[(queue, its rows)]``.
 
         Queues are looked up (and created) in order of first appearance, as one dispatch per
         record would create them; ``InvalidTopic`` is raised before anything is written.
+        ``topic_ids`` (a topic number per record, the names) saves mapping the strings.
         """
         if len(rows) == 0:
             return []
-        sel = topics if len(rows) == len(topics) else [topics[i] for i in rows.tolist()]
-        names = {t: k for k, t in enumerate(dict.fromkeys(sel))}
-        tid = np.fromiter(map(names.__getitem__, sel), np.int64, len(rows))
+        if topic_ids is not None:
+            tid = np.asarray(topic_ids[0], dtype=np.int64)[rows]
+            topic_of = topic_ids[1]
+        else:
+            sel = topics if len(rows) == len(topics) else [topics[i] for i in rows.tolist()]
+            names = {t: k for k, t in enumerate(dict.fromkeys(sel))}
+            tid = np.fromiter(map(names.__getitem__, sel), np.int64, len(rows))
+            topic_of = list(names)
         key = (tid << 32) | (np.asarray(queue_ids, dtype=np.int64)[rows] & 0xFFFFFFFF)
         order = np.argsort(key, kind="stable")
         sorted_key = key[order]
         starts = np.concatenate(([0], np.flatnonzero(sorted_key[1:] != sorted_key[:-1]) + 1))
         bounds = np.append(starts, len(rows))
-        topic_of = list(names)
         groups = []
         for g in np.argsort(order[starts], kind="stable").tolist():  # first appearance order
             a, b = int(bounds[g]), int(bounds[g + 1])

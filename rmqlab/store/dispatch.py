@@ -76,6 +76,8 @@ class DispatchBatch:
     #: records not in ``string_rows`` (whose ``keys``/``uniq_key`` are then None)
     items: tuple[np.ndarray, np.ndarray] | None = None
     string_rows: np.ndarray | None = None
+    #: a topic number per record and the names (saves mapping ``topic`` strings to queues)
+    topic_ids: tuple[np.ndarray, list[str]] | None = None
 
     def __len__(self) -> int:
         return len(self.offset)
@@ -293,7 +295,7 @@ class ReputMessageService:
         tx = batch.sys_flag & _TX_MASK
         cq_rows = np.flatnonzero((tx == flags.TRANSACTION_NOT_TYPE) | (tx == flags.TRANSACTION_COMMIT_TYPE))
         try:
-            groups = cq_disp.cq_store.group_rows(batch.topic, batch.queue_id, cq_rows)
+            groups = cq_disp.cq_store.group_rows(batch.topic, batch.queue_id, cq_rows, batch.topic_ids)
         except (InvalidTopic, ValueError):
             reqs = batch.requests if batch.requests is not None else self._requests(batch)
             for req in reqs:
@@ -378,7 +380,7 @@ class ReputMessageService:
             del u8
         topic_names = [raw.decode("utf-8", errors="replace") for raw in f["topics"]]
         tid = f["topic_id"].astype(np.int64)
-        topics = [topic_names[i] for i in tid.tolist()]
+        topics = list(map(topic_names.__getitem__, tid.tolist()))
         # which records can still change something (bounds taken now only grow while dispatching)
         tx = sys_flag & _TX_MASK
         cq_type = (tx == flags.TRANSACTION_NOT_TYPE) | (tx == flags.TRANSACTION_COMMIT_TYPE)
@@ -405,6 +407,8 @@ class ReputMessageService:
         uniq: list[str | None] = [None] * n
         rows = np.flatnonzero(need)
         batch = DispatchBatch(off, size, tags_code, ts, queue_offset, sys_flag, qid, topics, keys, uniq)
+        if len(set(topic_names)) == len(topic_names):  # distinct raw names may decode alike
+            batch.topic_ids = (tid, topic_names)
         if len(rows):
             want_tags = bool(np.any(cq_type[rows] & (off[rows] + size[rows] > bound[rows])))
             if self._queues_valid(topic_names, tid, qid, cq_type):

@@ -270,7 +270,7 @@ class Source:
         at unwritten space or the read position, or the damage reason. Header fields only
         (topic, queue, tags, keys); bodies are decoded on demand by :meth:`read_record`.
         """
-        end = mf.read_position if self.store is not None else mf.mapped_length
+        end = self.read_end(mf)
         out: list[RecordInfo] = []
         stop = "end"
         try:
@@ -286,6 +286,10 @@ class Source:
         except RmqlabError as e:  # damage, or a record still being copied in: stop here
             stop = getattr(e, "reason", "") or str(e)
         return out, pos, stop
+
+    def read_end(self, mf: MappedFile) -> int:
+        """Where readable bytes of a CommitLog file end: its read position (live) or its length."""
+        return mf.read_position if self.store is not None else mf.mapped_length
 
     def file_of(self, offset: int) -> MappedFile | None:
         for mf in self.mapped_files(COMMITLOG):

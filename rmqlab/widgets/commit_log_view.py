@@ -6,6 +6,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from rmqlab.codec.scan import header_hop
 from rmqlab.events import Appended, FileDeleted, FileTruncated, Rolled
 from rmqlab.widgets import figures
 from rmqlab.widgets._base import ALL, View, figure_widget, set_figure
@@ -31,7 +32,8 @@ class CommitLogView(View):
     topic, blank end-of-file records hatched. Clicking a record (or :meth:`select`) shows it
     decoded field by field, with its bytes, in ``detail`` (all text HTML-escaped).
 
-    Records are scanned incrementally: each redraw decodes only bytes appended since the last.
+    Records are scanned incrementally: each redraw decodes only bytes appended since the last,
+    and of those only the newest ``max_records`` (the others are hopped over by TOTALSIZE).
     A ``reset`` (a file truncated or deleted; the dashboard's latched events always include it)
     rescans only the files whose scanned part changed: shorter than scanned, or any scanned
     record's head (size, magic code, body CRC) no longer the same bytes (one numpy gather).
@@ -73,8 +75,11 @@ class CommitLogView(View):
         for mf in reversed(files):  # newest first, until enough records
             recs, pos, stop = self._scan.get(mf.name, ([], 0, "end"))
             if stop != "blank":
+                starts, _ = header_hop(mf.buffer, pos, self.source.read_end(mf))
+                if len(starts) > self.max_records:  # only the newest can be shown: decode just those
+                    recs, pos = [], starts[-self.max_records]
                 more, pos, stop = self.source.scan_records(mf, pos)
-                recs = recs + more
+                recs = (recs + more)[-self.max_records:]
                 self._scan[mf.name] = (recs, pos, stop)
                 if more:
                     at = np.fromiter((r.offset for r in recs), np.int64, len(recs)) - mf.file_from_offset

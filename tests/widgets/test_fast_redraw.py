@@ -318,3 +318,17 @@ def test_hover_text_stays_escaped_on_the_fast_path(store, n):
     view = CommitLogView(store, autoupdate=False)
     assert all("<script>" not in h for t in view.figure.data for h in (t.hovertext or ()))
     view.close()
+
+
+@pytest.mark.parametrize("max_records", [7, 50, 2000])
+def test_commit_log_view_decodes_only_the_newest_records(store, max_records):
+    """Hopping over records that cannot be shown gives the same records as a full scan."""
+    view = CommitLogView(store, autoupdate=False, max_records=max_records)
+    for start in (0, 40, 45, 120):  # big and small steps, across file rolls
+        put_many(store, {0: 40, 40: 5, 45: 75, 120: 3}[start], start=start)
+        view.refresh(["records"])
+        full: list = []
+        for mf in view.source.mapped_files("commitlog"):
+            full += view.source.scan_records(mf, 0)[0]
+        assert view.records == full[-max_records:]
+    view.close()

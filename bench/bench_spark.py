@@ -89,8 +89,11 @@ def main() -> None:
 
         from pyspark.sql import functions as F
 
+        import rmqlab.spark.audit as audit_mod
         from rmqlab.spark import get_session
-        from rmqlab.spark.audit import RECORD_COLUMNS
+
+        # (an older rmqlab on PYTHONPATH, for a baseline: no column option, no unpersist())
+        record_columns = getattr(audit_mod, "RECORD_COLUMNS", None)
 
         t_sess, spark = timed(lambda: get_session(a.master, "rmqlab-bench"))
         tiny = str(ROOT / "data" / "clean-small")
@@ -104,7 +107,8 @@ def main() -> None:
             df = (r.option("columns", columns) if columns else r).load(store)
             return int(df.agg(F.sum("size"), F.count("*")).collect()[0][1])
 
-        for label, cols in (("all columns", None), ("audit columns", ",".join(RECORD_COLUMNS))):
+        runs = [("all columns", None)] + ([("audit columns", ",".join(record_columns))] if record_columns else [])
+        for label, cols in runs:
             best = None
             for _ in range(a.repeat):
                 t_spark, rows = timed(lambda cols=cols: spark_read(cols))
@@ -129,7 +133,11 @@ def main() -> None:
                 inp = load_inputs(spark, paths[:c])
                 findings, _ = audit_inputs(inp)
                 out = findings.count()
-                inp.unpersist()
+                if hasattr(inp, "unpersist"):
+                    inp.unpersist()
+                else:
+                    for d in (inp.records, inp.units, inp.items):
+                        d.unpersist()
                 return out
 
             t_a, nf = timed(run)

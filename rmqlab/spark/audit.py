@@ -225,17 +225,29 @@ def _finding(df: DataFrame, severity: str, kind: str | Column, file: Column | st
     )
 
 
-def _cap(df: DataFrame, group: list[str], order: list[Column], more_file: Column, more_offset: Column,
-         what: str) -> DataFrame:
-    """Keep the first MAX_PER_KIND findings of each group; add verify's "... and N more" row,
-    pointing at ``more_file``/``more_offset`` evaluated on the group's first row. (The window
-    runs over findings only, which are few.)"""
-    ranked = (df.withColumn("_rn", F.row_number().over(Window.partitionBy(*group).orderBy(*order)))
-              .withColumn("_n", F.count(F.lit(1)).over(Window.partitionBy(*group))))
+def _to_cap(df: DataFrame, group: list[str], order: list[Column], more_file: Column, more_offset: Column,
+            what: str) -> DataFrame:
+    """Findings to cap per ``group`` in ``order`` (see :func:`_cap_all`), with what the cap needs:
+    the group key ``_cg`` (``what`` first, so each kind of cap has its own groups), the order
+    ``_o1``/``_o2``, and ``more_file``/``more_offset`` for verify's "... and N more" row."""
+    o = [*order, F.lit(0), F.lit(0)][:2]
+    return df.select(
+        *_FINDING_NAMES, F.concat_ws("\x00", F.lit(what), *[F.col(g).cast("string") for g in group]).alias("_cg"),
+        o[0].cast("long").alias("_o1"), o[1].cast("long").alias("_o2"), more_file.alias("_mf"),
+        more_offset.cast("long").alias("_mo"), F.lit(what).alias("_what"))
+
+
+def _cap_all(df: DataFrame) -> DataFrame:
+    """Keep the first MAX_PER_KIND findings of each ``_cg`` group; add verify's "... and N more"
+    row at the group's first row's ``_mf``/``_mo``. One window for every capped check (it runs
+    over findings only, which are few)."""
+    w = Window.partitionBy("_cg")
+    ranked = (df.withColumn("_rn", F.row_number().over(w.orderBy("_o1", "_o2")))
+              .withColumn("_n", F.count(F.lit(1)).over(w)))
     kept = ranked.where(F.col("_rn") <= MAX_PER_KIND).select(*_FINDING_NAMES)
     more = ranked.where((F.col("_rn") == 1) & (F.col("_n") > MAX_PER_KIND)).select(
-        "severity", "kind", "store", more_file.alias("file"), more_offset.cast("long").alias("offset"),
-        F.format_string(f"... and %d more {what} (not listed)", F.col("_n") - MAX_PER_KIND).alias("message"))
+        "severity", "kind", "store", F.col("_mf").alias("file"), F.col("_mo").alias("offset"),
+        F.format_string("... and %d more %s (not listed)", F.col("_n") - MAX_PER_KIND, F.col("_what")).alias("message"))
     return kept.unionByName(more)
 
 
@@ -411,6 +423,11 @@ def cq_to_log(sus: DataFrame, ptrs: DataFrame) -> DataFrame:
     """Every unit points at a record start with the same topic, queue, queue offset, size and tags
     code (``cq_unit_no_record``, ``cq_unit_mismatch``); units past where the file's walk stopped
     give one ``cq_units_past_log_end`` per file and queue."""
+    plain, to_cap = _cq_to_log(sus, ptrs)
+    return plain.unionByName(_cap_all(to_cap))
+
+
+def _cq_to_log(sus: DataFrame, ptrs: DataFrame) -> tuple[DataFrame, DataFrame]:
     group = ["store", "log_file", "topic", "queue_id"]
     real = (F.col("kind") == "cq") & (F.col("size") != _PRE_BLANK)
     past = _first_of(ptrs.where(real & (F.col("offset") >= F.col("end"))), [*group, "end"], "queue_offset",
@@ -433,14 +450,18 @@ def cq_to_log(sus: DataFrame, ptrs: DataFrame) -> DataFrame:
             "tags %d)", _qname(), F.col("queue_offset"), F.col("offset"), what, F.col("size"),
             F.col("tags_code"), F.col("r_qo"), F.col("r_size"), F.col("r_tags")), keep)
     # verify lists a group's no-record units first, then its mismatches, each in queue order
-    capped = _cap(no_rec.unionByName(mismatch), group, [F.col("_kr"), F.col("queue_offset")], F.col("file"),
-                  F.col("offset"), "units")
-    return past_findings.unionByName(capped)
+    return past_findings, _to_cap(no_rec.unionByName(mismatch), group, [F.col("_kr"), F.col("queue_offset")],
+                                  F.col("file"), F.col("offset"), "units")
 
 
 def index_to_log(sus: DataFrame, ptrs: DataFrame) -> DataFrame:
     """Every index item points at a record start (``index_item_no_record``) whose ``topic#key`` /
     ``topic#uniq_key`` hashes include the item's (``index_item_wrong_key``)."""
+    plain, to_cap = _index_to_log(sus, ptrs)
+    return plain.unionByName(_cap_all(to_cap))
+
+
+def _index_to_log(sus: DataFrame, ptrs: DataFrame) -> tuple[DataFrame, DataFrame]:
     group = ["store", "log_file", "file"]
     ix = F.col("kind") == "ix"
     past = _first_of(ptrs.where(ix & (F.col("offset") >= F.col("end"))), [*group, "end"], "item_no", ["position"])
@@ -455,8 +476,8 @@ def index_to_log(sus: DataFrame, ptrs: DataFrame) -> DataFrame:
     wrong_key = _finding(wrong, "error", "index_item_wrong_key", "file", "position", F.format_string(
         "item %d (hash %d) points at the record at %d, which has no key with that hash", F.col("item_no"),
         F.col("key_hash"), F.col("offset")), keep)
-    capped = _cap(no_rec.unionByName(wrong_key), group, [F.col("item_no")], F.col("file"), F.col("offset"), "items")
-    return past_findings.unionByName(capped)
+    return past_findings, _to_cap(no_rec.unionByName(wrong_key), group, [F.col("item_no")], F.col("file"),
+                                  F.col("offset"), "items")
 
 
 def log_to_cq(sus: DataFrame, units: DataFrame, queues: DataFrame, walks: DataFrame) -> DataFrame:
@@ -465,6 +486,10 @@ def log_to_cq(sus: DataFrame, units: DataFrame, queues: DataFrame, walks: DataFr
 
     A record is fine when a unit with its topic, queue and queue offset points at it (found by
     :func:`suspects`); only the other records (few) are looked up by queue offset."""
+    return _cap_all(_log_to_cq(sus, units, queues, walks))
+
+
+def _log_to_cq(sus: DataFrame, units: DataFrame, queues: DataFrame, walks: DataFrame) -> DataFrame:
     m = (sus.where(F.col("kind") == "r")
          .select("store", "offset", F.col("r_file").alias("file"), F.col("r_topic").alias("topic"),
                  F.col("r_qid").alias("queue_id"), F.col("r_qo").alias("queue_offset"))
@@ -485,35 +510,40 @@ def log_to_cq(sus: DataFrame, units: DataFrame, queues: DataFrame, walks: DataFr
     elsewhere = _finding(wrong, "error", "consume_queue_points_elsewhere", "file", "offset", F.format_string(
         "%s queue offset %d: its unit points at %d, not at this record", _qname(), F.col("queue_offset"),
         F.col("u_off")), keep)
-    return _cap(no_queue.unionByName(past), ["store", "file"], [F.col("offset")], F.col("file"), F.col("_end"),
-                "records missing from consume queues").unionByName(
-        _cap(elsewhere, ["store", "file"], [F.col("offset")], F.col("file"), F.col("_end"), "records"))
+    return _to_cap(no_queue.unionByName(past), ["store", "file"], [F.col("offset")], F.col("file"), F.col("_end"),
+                   "records missing from consume queues").unionByName(
+        _to_cap(elsewhere, ["store", "file"], [F.col("offset")], F.col("file"), F.col("_end"), "records"))
 
 
 def outside_log(units: DataFrame, items: DataFrame, stores: DataFrame) -> DataFrame:
     """Units/items pointing before the first CommitLog file (``info``: cleaned up) or past the last
     file's end (``error``): one finding per queue / index file, at its first such entry."""
     s = F.broadcast(stores.select("store", "log_start", "log_end"))
-    real = units.where(F.col("size") != _PRE_BLANK).join(s, "store")
-    q = ["store", "topic", "queue_id", "log_start", "log_end"]
-    before = _finding(_first_of(real.where(F.col("commit_log_offset") < F.col("log_start")), q, "queue_offset",
-                                ["file", "position"]),
-                      "info", "cq_units_before_log_start", "file", "position", F.format_string(
+
+    def side(off: str) -> Column:
+        return F.when(F.col(off) < F.col("log_start"), "before").when(F.col(off) >= F.col("log_end"), "after")
+
+    # one aggregation per frame (both sides at once; each side's findings read the same shuffle)
+    real = units.where(F.col("size") != _PRE_BLANK).join(s, "store").withColumn("_side", side("commit_log_offset"))
+    uq = _first_of(real.where(F.col("_side").isNotNull()),
+                   ["store", "topic", "queue_id", "log_start", "log_end", "_side"], "queue_offset",
+                   ["file", "position"])
+    before = _finding(uq.where(F.col("_side") == "before"), "info", "cq_units_before_log_start", "file", "position",
+                      F.format_string(
                           "%s: %d unit(s) point before the first CommitLog file (%d); their files were cleaned up",
                           _qname(), F.col("_n"), F.col("log_start")))
-    after = _finding(_first_of(real.where(F.col("commit_log_offset") >= F.col("log_end")), q, "queue_offset",
-                               ["file", "position"]),
-                     "error", "cq_units_past_log_end", "file", "position", F.format_string(
-                         "%s: %d unit(s) point past the last CommitLog file (end %d)", _qname(), F.col("_n"),
-                         F.col("log_end")))
-    it = items.join(s, "store").withColumn("position", _item_position())
-    f = ["store", "file", "log_start", "log_end"]
-    ibefore = _finding(_first_of(it.where(F.col("phy_offset") < F.col("log_start")), f, "item_no", ["position"]),
-                       "info", "index_items_before_log_start", "file", "position", F.format_string(
-                           "%d item(s) point before the first CommitLog file (%d)", F.col("_n"), F.col("log_start")))
-    iafter = _finding(_first_of(it.where(F.col("phy_offset") >= F.col("log_end")), f, "item_no", ["position"]),
-                      "error", "index_items_past_log_end", "file", "position", F.format_string(
-                          "%d item(s) point past the last CommitLog file (end %d)", F.col("_n"), F.col("log_end")))
+    after = _finding(uq.where(F.col("_side") == "after"), "error", "cq_units_past_log_end", "file", "position",
+                     F.format_string("%s: %d unit(s) point past the last CommitLog file (end %d)", _qname(),
+                                     F.col("_n"), F.col("log_end")))
+    it = items.join(s, "store").withColumn("position", _item_position()).withColumn("_side", side("phy_offset"))
+    iq = _first_of(it.where(F.col("_side").isNotNull()), ["store", "file", "log_start", "log_end", "_side"], "item_no",
+                   ["position"])
+    ibefore = _finding(iq.where(F.col("_side") == "before"), "info", "index_items_before_log_start", "file",
+                       "position", F.format_string("%d item(s) point before the first CommitLog file (%d)",
+                                                   F.col("_n"), F.col("log_start")))
+    iafter = _finding(iq.where(F.col("_side") == "after"), "error", "index_items_past_log_end", "file", "position",
+                      F.format_string("%d item(s) point past the last CommitLog file (end %d)", F.col("_n"),
+                                      F.col("log_end")))
     return before.unionByName(after).unionByName(ibefore).unionByName(iafter)
 
 
@@ -573,11 +603,12 @@ def audit_inputs(inputs: AuditInputs, *, check_crc: bool = False) -> tuple[DataF
         inp.driver,
         local,
         damage_findings(inp.records, walks, check_crc=check_crc),
-        log_to_cq(sus, inp.units, inp.queues, walks),
-        cq_to_log(sus, ptrs),
-        index_to_log(sus, ptrs),
         outside_log(inp.units, inp.items, inp.stores),
     ]
+    cq_plain, cq_cap = _cq_to_log(sus, ptrs)
+    ix_plain, ix_cap = _index_to_log(sus, ptrs)
+    parts += [cq_plain, ix_plain, _cap_all(_log_to_cq(sus, inp.units, inp.queues, walks).unionByName(cq_cap)
+                                           .unionByName(ix_cap))]
     findings = parts[0]
     for p in parts[1:]:
         findings = findings.unionByName(p)

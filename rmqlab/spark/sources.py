@@ -5,7 +5,8 @@
     spark.read.format("rmq_commitlog").load("/data/store1,/data/store2")   # comma-separated
     spark.read.format("rmq_commitlog").option("paths", "/data/store*").load()  # globs too
 
-A file is a partition (style rule 13): partitions are small frozen dataclasses (store, path,
+A file is a partition (style rule 13; small ConsumeQueue files are packed several to a task,
+since a task costs a Python worker round trip): partitions are small frozen dataclasses (store, path,
 base offset, range); ``read`` opens the file itself (``mmap``, read-only) and yields Arrow record
 batches built in chunks by the same ``codec.walk`` the engine and ``rmqlab.inspect`` use, so the
 rows are exactly what single-process inspection returns. Damage never fails a job: it becomes one
@@ -23,7 +24,9 @@ Options (all strings): ``path``/``paths`` store dirs (comma-separated, globs); `
 comma-separated subset of the columns (the reader then builds and ships only those; the only way
 to get ``rmq_commitlog``'s ``key_hashes``); commitlog:
 ``include_body`` (false), ``include_blank`` (false: blank end-of-file records as rows),
-``split_bytes``, ``batch_rows`` (8192); consumequeue: ``include_pre_blank`` (false); index:
+``split_bytes``, ``batch_rows`` (8192); consumequeue: ``include_pre_blank`` (false),
+``units_per_partition`` (2,000,000: small CQ files are packed into one task; 0 = one file per
+partition); index:
 ``hash_slot_num`` and ``index_num`` (default: inferred from the file size, RocketMQ's defaults or
 the small preset).
 
@@ -70,16 +73,19 @@ __all__ = [
     "CommitLogDataSource",
     "CommitLogPartition",
     "ConsumeQueueDataSource",
+    "ConsumeQueueFiles",
     "ConsumeQueuePartition",
     "IndexDataSource",
     "IndexPartition",
     "commit_log_files",
+    "pack_partitions",
     "resolve_stores",
     "split_points",
 ]
 
 DEFAULT_SPLIT_BYTES = 64 * 1024 * 1024
 DEFAULT_BATCH_ROWS = 8192
+DEFAULT_UNITS_PER_PARTITION = 2_000_000  # 40 MB of ConsumeQueue units per task
 _PRE_BLANK_SIZE = 0x7FFFFFFF
 #: (hash_slot_num, index_num) recognised from an index file's size: RocketMQ's defaults, small preset
 INDEX_PRESETS = ((5_000_000, 20_000_000), (64, 256))
@@ -417,40 +423,74 @@ def consume_queue_partitions(store: str) -> list[ConsumeQueuePartition]:
     return parts
 
 
+@dataclass(frozen=True)
+class ConsumeQueueFiles(InputPartition):
+    """Several ConsumeQueue files read by one task: a task costs a Python worker round trip, and a
+    CQ file is small next to its CommitLog (20 bytes per message)."""
+
+    files: tuple[ConsumeQueuePartition, ...]
+
+
+def pack_partitions(parts: list[ConsumeQueuePartition], units_per_partition: int) -> list[InputPartition]:
+    """Consecutive file partitions packed into groups of at least ``units_per_partition`` units
+    (0 = one file per partition)."""
+    if units_per_partition <= 0:
+        return list(parts)
+    out: list[InputPartition] = []
+    group: list[ConsumeQueuePartition] = []
+    units = 0
+    for p in parts:
+        group.append(p)
+        units += p.count
+        if units >= units_per_partition:
+            out.append(ConsumeQueueFiles(tuple(group)))
+            group, units = [], 0
+    if group:
+        out.append(ConsumeQueueFiles(tuple(group)))
+    return out
+
+
 class ConsumeQueueReader(DataSourceReader):
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
         self.stores = resolve_stores(options)
         self.include_pre_blank = _true(options, "include_pre_blank")
+        self.units_per_partition = int(options.get("units_per_partition", DEFAULT_UNITS_PER_PARTITION))
         self.arrow = schemas.arrow_schema(schema)
 
     def partitions(self) -> list[InputPartition]:
-        return [p for s in self.stores for p in consume_queue_partitions(s)]
+        return pack_partitions([p for s in self.stores for p in consume_queue_partitions(s)], self.units_per_partition)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if not isinstance(partition, ConsumeQueuePartition) or not partition.count:
+        if isinstance(partition, ConsumeQueueFiles):
+            for p in partition.files:
+                yield from self._read_file(p)
+        elif isinstance(partition, ConsumeQueuePartition):
+            yield from self._read_file(partition)
+
+    def _read_file(self, p: ConsumeQueuePartition) -> Iterator[pa.RecordBatch]:
+        if not p.count:
             return
-        p = partition
         with open(p.path, "rb") as f:
             units = units_view(f.read(p.count * CQ_STORE_UNIT_SIZE))
         real = units["size"] != _PRE_BLANK_SIZE
         keep = np.ones(len(units), bool) if self.include_pre_blank else real
         pos = np.flatnonzero(keep).astype(np.int64)
         n = len(pos)
-        cols = {
-            "store_path": pa.array([p.store] * n, pa.string()),
-            "topic": pa.array([p.topic] * n, pa.string()),
-            "queue_id": pa.array(np.full(n, p.queue_id, np.int32)),
-            "file": pa.array([os.path.relpath(p.path, p.store)] * n, pa.string()),
-            "queue_offset": pa.array(p.base // CQ_STORE_UNIT_SIZE + pos),
-            "position": pa.array(pos * CQ_STORE_UNIT_SIZE),
-            "commit_log_offset": pa.array(units["commit_log_offset"][keep].astype(np.int64)),
-            "size": pa.array(units["size"][keep].astype(np.int32)),
-            "tags_code": pa.array(units["tags_code"][keep].astype(np.int64)),
-            "valid": pa.array(real[keep]),
+        if not n:
+            return
+        make: dict[str, Any] = {
+            "store_path": lambda t: pa.repeat(pa.scalar(p.store, t), n),
+            "topic": lambda t: pa.repeat(pa.scalar(p.topic, t), n),
+            "queue_id": lambda t: _np(np.full(n, p.queue_id), t),
+            "file": lambda t: pa.repeat(pa.scalar(os.path.relpath(p.path, p.store), t), n),
+            "queue_offset": lambda t: _np(p.base // CQ_STORE_UNIT_SIZE + pos, t),
+            "position": lambda t: _np(pos * CQ_STORE_UNIT_SIZE, t),
+            "commit_log_offset": lambda t: _np(units["commit_log_offset"][keep], t),
+            "size": lambda t: _np(units["size"][keep], t),
+            "tags_code": lambda t: _np(units["tags_code"][keep], t),
+            "valid": lambda t: pa.array(real[keep], t),
         }
-        batch = pa.RecordBatch.from_arrays([cols[n_] for n_ in self.arrow.names], schema=self.arrow)
-        if n:
-            yield batch
+        yield pa.RecordBatch.from_arrays([make[f.name](f.type) for f in self.arrow], schema=self.arrow)
 
 
 class ConsumeQueueDataSource(DataSource):

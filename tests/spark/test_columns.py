@@ -99,3 +99,19 @@ def test_cq_and_index_subsets(stores: dict[str, Path]) -> None:
         part = _read(reader({"paths": paths, "columns": ",".join(names)}, schema_of(names)))
         assert part.num_rows == whole.num_rows > 0
         assert part.equals(whole.select(names))
+
+
+def test_packed_cq_partitions_read_the_same_rows(stores: dict[str, Path]) -> None:
+    from rmqlab.spark.sources import ConsumeQueueFiles, ConsumeQueuePartition
+
+    paths = ",".join(store_paths(stores, "clean-small", "crash-tail", "rmqlab", "cq-wrong"))
+    tables, counts = [], []
+    for per in ("0", "1", "100", "2000000"):
+        r = ConsumeQueueReader({"paths": paths, "units_per_partition": per, "include_pre_blank": "true"},
+                               schemas.consume_queue_schema())
+        parts = r.partitions()
+        counts.append(len(parts))
+        assert all(isinstance(p, ConsumeQueuePartition if per == "0" else ConsumeQueueFiles) for p in parts)
+        tables.append(_read(r))
+    assert counts[0] == counts[1] > counts[2] > counts[3] == 1
+    assert all(t.equals(tables[0]) for t in tables[1:]) and tables[0].num_rows > 0

@@ -17,6 +17,7 @@ import argparse
 import statistics
 import tempfile
 import time
+from typing import Any
 
 from rmqlab.clock import ManualClock
 from rmqlab.config import MessageStoreConfig
@@ -56,13 +57,57 @@ def run(n: int, *, dashboard: bool, tab: str | None = None) -> tuple[float, floa
         return n / elapsed, n / cpu, redraws, busy
 
 
+def redraw_costs(repeat: int = 3, n: int = 30_000) -> None:
+    """CPU of the dashboard's own steps on this thread, best of ``repeat``: building it, the first
+    redraw (one message stored), an event-driven redraw and a redraw of all views (a button) on
+    an ``n``-message store. No store writes are timed: the figures do not depend on the noise of
+    a concurrent writer."""
+    from rmqlab.widgets import StoreDashboard
+
+    costs: dict[str, list[float]] = {}
+
+    def timed(name: str, fn: Any) -> Any:
+        t = time.thread_time()
+        out = fn()
+        costs.setdefault(name, []).append(time.thread_time() - t)
+        return out
+
+    for _ in range(repeat + 1):  # the first round warms imports up and is dropped
+        with tempfile.TemporaryDirectory(prefix="rmqlab-bench-") as d:
+            cfg = MessageStoreConfig.small(d, mapped_file_size_commit_log=1024 * 1024,
+                                           mapped_file_size_consume_queue=20_000 * 20,
+                                           max_hash_slot_num=50_000, max_index_num=200_000)
+            store = MessageStore.open(d, cfg, clock=ManualClock(time.time_ns() // 1_000_000), threaded=False)
+            dash = timed("build a dashboard", lambda: StoreDashboard(store))  # noqa: B023
+            dash.throttle.close()  # redraws are called directly below
+            events = frozenset(f for fs in dash.routes.values() for f in fs)  # what the latched router marks
+            store.put_message(Message("Topic0", b"x" * 200, keys=["k"]))
+            timed("first redraw (1 message)", lambda: dash._redraw(events))  # noqa: B023
+            for i in range(n):
+                store.put_message(Message(f"Topic{i % 4}", b"x" * 200, tags=f"tag{i % 3}", keys=[f"key-{i}"],
+                                          queue_id=i % 4))
+                if i % 500 == 499:
+                    store.step()
+            timed(f"event redraw at {n:,}", lambda: dash._redraw(events))  # noqa: B023
+            store.put_message(Message("Topic0", b"y", keys=["z"]))
+            timed(f"all views at {n:,} (a button)", lambda: dash._redraw(frozenset({"*"})))  # noqa: B023
+            dash.close()
+            store.shutdown()
+    for name, values in costs.items():
+        print(f"{name}: {min(values[1:]) * 1000:.1f} ms CPU (best of {repeat})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("-n", type=int, default=60_000, help="messages per run")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--tab", default=None, help="select this dashboard tab first (files, log, consume queue, "
                                                     "index, recovery, cleanup); default: files")
+    parser.add_argument("--costs", action="store_true", help="print the dashboard's own redraw costs instead")
     args = parser.parse_args()
+    if args.costs:
+        redraw_costs()
+        return
     run(2000, dashboard=True, tab=args.tab)  # warm up imports and plotly validators
     bare, with_dash = [], []
     for _ in range(args.rounds):

@@ -92,19 +92,6 @@ class DispatchBatch:
         return cls(np.array(offsets, i64), np.array(sizes, i64), np.array(tcs, i64), np.array(tss, i64),
                    np.array(qoffs, i64), np.array(sys_flags, i64), np.array(qids, i64), topics, keys, uniqs)
 
-    @classmethod
-    def from_requests(cls, reqs: Sequence[DispatchRequest]) -> DispatchBatch:
-        i64 = np.int64
-        b = cls(
-            np.array([r.commit_log_offset for r in reqs], i64), np.array([r.msg_size for r in reqs], i64),
-            np.array([r.tags_code for r in reqs], i64), np.array([r.store_timestamp for r in reqs], i64),
-            np.array([r.consume_queue_offset for r in reqs], i64), np.array([r.sys_flag for r in reqs], i64),
-            np.array([r.queue_id for r in reqs], i64), [r.topic for r in reqs], [r.keys for r in reqs],
-            [r.uniq_key for r in reqs],
-        )
-        b.requests = list(reqs)
-        return b
-
 
 def _request_of(offset: int, hint: DispatchHint) -> DispatchRequest:
     size, queue_offset, store_ts, _ts_pos, d = hint

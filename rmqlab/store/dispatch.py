@@ -20,6 +20,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from rmqlab.codec import flags
 from rmqlab.codec.java_hash import java_hash, java_hash_ranges
 from rmqlab.codec.names import validate_topic
+from rmqlab.codec.properties import decode_properties
 from rmqlab.codec.scan import _byte_source, _keys_and_uniq, _properties
 from rmqlab.codec.walk import DispatchRequest, check_message_and_return_size, new_dispatch_request
 from rmqlab.errors import InvalidTopic
@@ -93,12 +94,21 @@ class DispatchBatch:
                    np.array(qoffs, i64), np.array(sys_flags, i64), np.array(qids, i64), topics, keys, uniqs)
 
 
+def _properties_of(raw: bytes | dict[str, str] | None) -> dict[str, str] | None:
+    """A hint's properties as the DispatchRequest carries them: writers leave the record's
+    properties bytes (decoded here exactly as ``check_message_and_return_size`` decodes them);
+    requests turned back into rows (``_hint_of``) already hold the map."""
+    if raw is None or raw.__class__ is dict:
+        return raw  # type: ignore[return-value]
+    return decode_properties(raw) if raw else None
+
+
 def _request_of(offset: int, hint: DispatchHint) -> DispatchRequest:
     size, queue_offset, store_ts, _ts_pos, d = hint
     topic, queue_id, tags_code, keys, uniq_key, sys_flag, prepared, properties = d
     return new_dispatch_request(
         topic, queue_id, offset, size, tags_code, store_ts, queue_offset, keys, uniq_key,
-        sys_flag, prepared, properties,
+        sys_flag, prepared, _properties_of(properties),
     )  # fmt: skip
 
 
@@ -161,7 +171,7 @@ def _from_hint(
     topic, queue_id, tags_code, keys, uniq_key, sys_flag, prepared, properties = d
     return new_dispatch_request(
         topic, queue_id, offset, size, tags_code, store_ts, queue_offset, keys, uniq_key,
-        sys_flag, prepared, properties,
+        sys_flag, prepared, _properties_of(properties),
     )  # fmt: skip
 
 

@@ -28,6 +28,7 @@ __all__ = [
     "IndexFileRolled",
     "IndexPut",
     "MemoryEvicted",
+    "MemoryPut",
     "RecoveryStep",
     "Rolled",
 ]
@@ -151,6 +152,17 @@ class CleanupDecision(Event):
     rule: str  # "time_up" | "space_full" | "forced" | "manual" | "none"
     decision: str  # "delete" | "keep" | ...
     reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryPut(Event):
+    """Messages of a memory topic stored in RAM (after any ``MemoryEvicted`` the put caused)."""
+
+    topic: str
+    queue_id: int
+    first_queue_offset: int
+    count: int
+    size: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,8 @@ but never be readable) and delayed messages (``DELAY``; the memory store has no 
 Thread-safety: one lock guards every queue and counter; puts and gets may come from any
 thread. The held records are immutable ``bytes``, so the views a ``GetMessageResult`` returns
 stay valid after the lock is released, even if the messages are evicted meanwhile.
-``MemoryEvicted`` events are published after the lock is released (subscribers may call back).
+``MemoryEvicted`` events, then one ``MemoryPut``, are published after the lock is released (subscribers may
+call back).
 """
 
 from __future__ import annotations
@@ -41,14 +42,14 @@ import os
 import struct
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from rmqlab.clock import Clock
 from rmqlab.codec import flags
 from rmqlab.codec.message import PHYSICAL_OFFSET_POSITION, QUEUE_OFFSET_POSITION, MessageRecord, decode_message
 from rmqlab.config import MessageStoreConfig
 from rmqlab.errors import ConfigError
-from rmqlab.events import EventBus, MemoryEvicted
+from rmqlab.events import EventBus, MemoryEvicted, MemoryPut
 from rmqlab.store.message import Message
 from rmqlab.store.message_filter import MessageFilter
 from rmqlab.store.results import (
@@ -64,7 +65,7 @@ from rmqlab.store.results import (
 if TYPE_CHECKING:
     from rmqlab.store.commit_log import EncodedRecord
 
-__all__ = ["MemoryMessageStore", "RecordEncoder", "available_memory"]
+__all__ = ["MemoryMessageStore", "MemoryQueueStats", "RecordEncoder", "available_memory"]
 
 _LONG = struct.Struct(">q")
 _TX_MASK = 0xC
@@ -111,6 +112,16 @@ def _decode(data: bytearray) -> MessageRecord:
     return rec
 
 
+class MemoryQueueStats(NamedTuple):
+    """One memory queue as :meth:`MemoryMessageStore.queue_stats` reports it."""
+
+    topic: str
+    queue_id: int
+    min_offset: int
+    max_offset: int
+    held_bytes: int
+
+
 class _MemoryQueue:
     """One topic/queue: records in queue-offset order from ``base`` (= min offset).
 
@@ -119,13 +130,14 @@ class _MemoryQueue:
     to None and compacted away in bulk. Invariant: ``max_offset == base + live count``.
     """
 
-    __slots__ = ("base", "data", "head", "queue_id", "seqs", "tags_codes", "topic")
+    __slots__ = ("base", "data", "head", "held_bytes", "queue_id", "seqs", "tags_codes", "topic")
 
     def __init__(self, topic: str, queue_id: int) -> None:
         self.topic = topic
         self.queue_id = queue_id
         self.base = 0
         self.head = 0
+        self.held_bytes = 0
         self.data: list[bytes | None] = []
         self.seqs: list[int] = []
         self.tags_codes: list[int] = []
@@ -142,6 +154,7 @@ class _MemoryQueue:
 
     def append(self, record: bytes, seq: int, tags_code: int) -> None:
         self.data.append(record)
+        self.held_bytes += len(record)
         self.seqs.append(seq)
         self.tags_codes.append(tags_code)
 
@@ -153,6 +166,7 @@ class _MemoryQueue:
         self.data[self.head] = None
         self.head += 1
         self.base += 1
+        self.held_bytes -= len(record)
         if self.head >= _COMPACT_AT and self.head * 2 >= len(self.data):
             del self.data[: self.head], self.seqs[: self.head], self.tags_codes[: self.head]
             self.head = 0
@@ -254,6 +268,16 @@ class MemoryMessageStore:
             q = self._queue(topic, queue_id)
             return q.max_offset if q is not None else 0
 
+    def queue_stats(self) -> list[MemoryQueueStats]:
+        """Every queue that ever held a message, sorted by topic and queue id: offsets held
+        ``[min_offset, max_offset)`` and their bytes (one consistent view, taken under the lock)."""
+        with self._lock:
+            return [
+                MemoryQueueStats(topic, qid, q.base, q.max_offset, q.held_bytes)
+                for topic in sorted(self._queues)
+                for qid, q in sorted(self._queues[topic].items())
+            ]
+
     def _queue(self, topic: str, queue_id: int) -> _MemoryQueue | None:
         return self._queues.get(topic, {}).get(queue_id)
 
@@ -315,9 +339,10 @@ class MemoryMessageStore:
                 q.append(bytes(data), self._seq, rec.tags_code)
             self._total += total
             self._count += len(encoded)
-        if evicted and self.bus.active:
+        if self.bus.active:
             for event in evicted:
                 self.bus.publish(event)
+            self.bus.publish(MemoryPut(topic, queue_id, first_offset, len(encoded), total))
         msg_id = ",".join(r.uniq_key or "" for r in decoded)
         result = AppendMessageResult(AppendMessageStatus.PUT_OK, _NO_PHYSICAL_OFFSET, total, msg_id, now,
                                      first_offset, len(encoded))

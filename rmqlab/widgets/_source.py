@@ -368,17 +368,10 @@ class Source:
         mem = self.store.memory_store if self.store is not None else None
         if mem is None:
             return MemoryState(False)
-        queues = []
-        for topic in mem.topics():
-            for qid in mem.queue_ids(topic):
-                queues.append(MemoryQueueState(topic, qid, mem.get_min_offset_in_queue(topic, qid),
-                                               mem.get_max_offset_in_queue(topic, qid)))
-        sizes = _memory_queue_bytes(mem)
-        if sizes is not None:
-            queues = [MemoryQueueState(q.topic, q.queue_id, q.min_offset, q.max_offset,
-                                       sizes.get((q.topic, q.queue_id), 0)) for q in queues]
+        queues = tuple(MemoryQueueState(q.topic, q.queue_id, q.min_offset, q.max_offset, q.held_bytes)
+                       for q in mem.queue_stats())
         return MemoryState(True, mem.threshold, mem.message_total_size, mem.message_count, mem.evicted_count,
-                           mem.evicted_bytes, tuple(queues))
+                           mem.evicted_bytes, queues)
 
     # ------------------------------------------------------------------ plans
     def recovery_plan(self) -> RecoveryPlan | None:
@@ -392,21 +385,6 @@ class Source:
         if self.store is not None:
             return self.store.plan_cleanup(now_ms=now_ms, disk_ratio=disk_ratio)
         return self.snapshot.explain_cleanup(now=now_ms, disk_ratio=disk_ratio)  # type: ignore[union-attr]
-
-
-def _memory_queue_bytes(mem: Any) -> dict[tuple[str, int], int] | None:
-    """Bytes held per (topic, queue) of a ``MemoryMessageStore``. The engine has no public
-    accessor for this, so it reads the queues under the store's lock; None if their shape is not
-    the expected one (the view then shows totals only)."""
-    lock, queues = getattr(mem, "_lock", None), getattr(mem, "_queues", None)
-    if lock is None or not isinstance(queues, dict):
-        return None
-    try:
-        with lock:
-            return {(t, qid): sum(len(r) for r in q.data[q.head:] if r is not None)
-                    for t, by_id in queues.items() for qid, q in by_id.items()}
-    except (AttributeError, TypeError):
-        return None
 
 
 def _parse_cq(queue: str) -> tuple[str, int]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from rmqlab.events import MemoryEvicted
+from rmqlab.events import MemoryEvicted, MemoryPut
 from rmqlab.widgets import figures
 from rmqlab.widgets._base import View, figure_widget, set_figure
 from rmqlab.widgets._source import MemoryState
@@ -16,12 +16,11 @@ class MemoryStoreView(View):
     """Bytes held per memory topic and in all, against the threshold; a table per queue of the
     offsets held (min..max), messages held and evicted, and bytes.
 
-    A memory put that evicts publishes ``MemoryEvicted`` and the view follows it; a put that
-    evicts nothing publishes no event, so call :meth:`refresh` after such puts (the notebook's
-    buttons do). State: ``state`` (:class:`~rmqlab.widgets._source.MemoryState`).
+    Follows the store's ``MemoryPut`` and ``MemoryEvicted`` events. State: ``state``
+    (:class:`~rmqlab.widgets._source.MemoryState`).
     """
 
-    ROUTES: ClassVar[dict[type, tuple[str, ...]]] = {MemoryEvicted: ("memory",)}
+    ROUTES: ClassVar[dict[type, tuple[str, ...]]] = {MemoryEvicted: ("memory",), MemoryPut: ("memory",)}
 
     def __init__(self, source: Any, **kwargs: Any) -> None:
         self.state = MemoryState(False)

@@ -13,8 +13,8 @@ from rmqlab.clock import ManualClock
 from rmqlab.codec import flags
 from rmqlab.codec.message import MessageRecord, decode_message
 from rmqlab.config import MessageStoreConfig
-from rmqlab.events import EventBus, EventRecorder, MemoryEvicted
-from rmqlab.store.memory_store import MemoryMessageStore, available_memory
+from rmqlab.events import EventBus, EventRecorder, MemoryEvicted, MemoryPut
+from rmqlab.store.memory_store import MemoryMessageStore, MemoryQueueStats, available_memory
 from rmqlab.store.message import Message
 from rmqlab.store.message_filter import TagFilter
 from rmqlab.store.message_store import MessageStore
@@ -246,6 +246,25 @@ def test_events_only_when_someone_listens(make: Callable[..., MemoryMessageStore
     rec = EventRecorder(bus)
     ms.put_message(msg())
     assert rec.of(MemoryEvicted) == [MemoryEvicted("MemA", 0, 1, size)]
+    assert rec.of(MemoryPut) == [MemoryPut("MemA", 0, 2, 1, size)]
+    assert [type(e) for e in rec.events] == [MemoryEvicted, MemoryPut]  # eviction first, then the put
+
+
+def test_queue_stats_track_bytes_held_through_evictions(make: Callable[..., MemoryMessageStore]) -> None:
+    size = record_size(make)
+    ms = make(memory_store_max_bytes=3 * size + 100)
+    assert ms.queue_stats() == []
+    assert all(ms.put_message(m).ok for m in (msg("MemB", 1), msg("MemA", 0), msg("MemA", 0)))
+    assert ms.queue_stats() == [MemoryQueueStats("MemA", 0, 0, 2, 2 * size), MemoryQueueStats("MemB", 1, 0, 1, size)]
+    big = msg("MemB", 1, body=BODY + b"z" * 100)  # evicts MemB's only message: then it fits
+    assert ms.put_message(big).ok
+    stats = ms.queue_stats()
+    assert stats == [MemoryQueueStats("MemA", 0, 0, 2, 2 * size), MemoryQueueStats("MemB", 1, 1, 2, size + 100)]
+    bigger = msg("MemB", 1, body=BODY + b"z" * 300)  # MemB's one message is not enough: MemA's oldest too
+    assert ms.put_message(bigger).ok
+    stats = ms.queue_stats()
+    assert stats == [MemoryQueueStats("MemA", 0, 1, 2, size), MemoryQueueStats("MemB", 1, 2, 3, size + 300)]
+    assert sum(q.held_bytes for q in stats) == ms.message_total_size
 
 
 def test_oversize_message_is_refused_and_evicts_nothing(make: Callable[..., MemoryMessageStore]) -> None:

@@ -175,7 +175,9 @@ class MessageRecord:
     """One decoded record; ``properties`` in on-disk order, ``properties_raw`` as stored.
 
     Derived values (tags, keys, uniq_key, msg_id, tags_code, version, transaction_type) are
-    computed on access from the stored fields. ``crc_ok`` compares ``body_crc`` with the body.
+    computed on access from the stored fields, and so is ``crc_ok`` (``body_crc`` against the
+    body): RocketMQ's readers never check the CRC on a get, and a CRC32 of every returned body
+    would be a tenth of a decode (``decode_message(check_crc=True)`` checks it up front).
     """
 
     store_size: int
@@ -196,7 +198,10 @@ class MessageRecord:
     topic: str
     properties: dict[str, str]
     properties_raw: bytes
-    crc_ok: bool
+
+    @property
+    def crc_ok(self) -> bool:
+        return _body_crc(self.body) == self.body_crc
 
     @property
     def version(self) -> int:
@@ -363,8 +368,7 @@ def _decode(
     except UnicodeDecodeError:
         return _decode_exact(buf, offset, limit, check_crc, allow_v2, file)
     body = buf[offset + 88 : offset + 88 + body_len].tobytes()
-    crc_ok = (_crc32(body) & 0x7FFFFFFF) == crc  # body_crc(): crc32 of b"" is 0 as well
-    if check_crc and not crc_ok:
+    if check_crc and (_crc32(body) & 0x7FFFFFFF) != crc:  # body_crc(): crc32 of b"" is 0 as well
         return _decode_exact(buf, offset, limit, check_crc, allow_v2, file)
     if props_len:
         props_at += 2
@@ -386,7 +390,7 @@ def _decode(
     return _new_message_record(
         total, magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts,
         _hosts_get(born_host) or _host4(born_host), store_ts, _hosts_get(store_host) or _host4(store_host),
-        reconsume, prepared, body, topic, properties, props_raw, crc_ok,
+        reconsume, prepared, body, topic, properties, props_raw,
     )  # fmt: skip
 
 
@@ -486,14 +490,13 @@ def _decode_exact(
             file, offset, "length_mismatch", f"TOTALSIZE {total} but fields imply {expect}"
         )
     props_raw = bytes(buf[pos : pos + props_len])
-    crc_ok = _body_crc(body) == crc
-    if check_crc and not crc_ok:
+    if check_crc and _body_crc(body) != crc:
         raise CorruptRecord(file, offset, "crc_mismatch", f"stored BODYCRC {crc}")
     return _new_message_record(
         total, magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts,
         (_ip_str(born_ip), born_port), store_ts, (_ip_str(store_ip), store_port),
         reconsume, prepared, body, topic, decode_properties(props_raw) if props_raw else {},
-        props_raw, crc_ok,
+        props_raw,
     )  # fmt: skip
 
 

@@ -25,6 +25,7 @@ from rmqlab.clock import ManualClock
 from rmqlab.codec import flags
 from rmqlab.codec.index_layout import index_key_hash
 from rmqlab.codec.java_hash import java_hash, java_hash_extend, java_hash_extend_many
+from rmqlab.store import dispatch
 from rmqlab.store.consume_queue import ConsumeQueue
 from rmqlab.store.dispatch import ReputMessageService
 from rmqlab.store.index_file import IndexFile
@@ -71,6 +72,9 @@ def _run(root: Path, config: MessageStoreConfig, seed: int, batched: bool, monke
          drop_hints: bool) -> tuple[dict[str, bytes], list[object], dict[object, int]]:
     if not batched:
         monkeypatch.setattr(ReputMessageService, "batching", lambda self: False)
+    else:  # every round batched, however few records are behind (small rounds go one by one)
+        monkeypatch.setattr(dispatch, "SMALL_ROUND_RECORDS", 0)
+        monkeypatch.setattr(dispatch, "SMALL_ROUND_BYTES", 0)
     rng = random.Random(seed)
     seen: list[object] = []
     store = MessageStore.open(str(root), config, clock=ManualClock(), threaded=False)
@@ -300,3 +304,28 @@ def test_java_hash_ranges(values: list[str]) -> None:
     prefixes = np.array([java_hash(f"T{i % 3}#") for i in range(len(values))], dtype=np.int64)
     got = java_hash_ranges(data, starts, ends, prefixes).tolist()
     assert got == [java_hash(f"T{i % 3}#{v}") for i, v in enumerate(values)]
+
+
+def test_small_rounds_go_one_by_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trickle of puts is not batched (a batch round's fixed numpy cost would dominate); a
+    backlog is, and both give the same files (the tests above)."""
+    batches: list[int] = []
+    real = ReputMessageService.dispatch_batch
+
+    def spy(self: ReputMessageService, batch: object) -> None:
+        batches.append(len(batch.offset))  # type: ignore[attr-defined]
+        real(self, batch)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ReputMessageService, "dispatch_batch", spy)
+    with MessageStore.open(str(tmp_path), MessageStoreConfig.small(str(tmp_path)), clock=ManualClock(),
+                           threaded=False) as store:
+        rng = random.Random(7)
+        for i in range(dispatch.SMALL_ROUND_RECORDS - 1):
+            assert store.put_message(_message(rng, i)).ok
+        store.wait_dispatched()
+        assert batches == []
+        assert store.reput.reput_from_offset == store.get_max_phy_offset()  # dispatched all the same
+        for i in range(200):
+            assert store.put_message(_message(rng, i)).ok
+        store.wait_dispatched()
+        assert sum(batches) >= 150

@@ -3,14 +3,20 @@
 ``audit(spark, stores) -> (findings_df, summary_df)`` finds the same things as
 :func:`rmqlab.inspect.verify.verify` on each store (same severity, kind, file, offset; the same
 message text), but the per-record work runs in Spark: records, units and items are read by the
-``rmq_*`` sources and checked with joins, so many stores (or one huge store) spread over a cluster.
-What is per *file* rather than per record — file names, sizes and gaps, the ``abort`` marker,
-index layout, checkpoint values — is read on the driver through ``rmqlab.inspect`` (the same
-functions ``verify`` calls), which costs one ``stat`` per file.
+``rmq_*`` sources (only the columns the checks use) and checked in one shuffle, so many stores
+(or one huge store) spread over a cluster. What is per *file* or per *queue* rather than per
+record — file names, sizes and gaps, the ``abort`` marker, index layout, checkpoint values, a
+queue whose offsets decrease — is read on the driver through ``rmqlab.inspect`` (the same
+functions ``verify`` calls); the per-file walk ends are aggregated in Spark and collected.
 
-Each step is a DataFrame -> DataFrame function over the frames in :class:`AuditInputs`, so tests
-run them on tiny frames. Per-record findings of one kind are capped at 1000 per file (like
-``verify``), with one "... and N more" row.
+Plan, for speed: CQ units and index items become one frame of *pointers* located in their
+CommitLog file by arithmetic (``offset - offset % file_size``, a broadcast equi-join, not a range
+join), unioned with the message records and windowed by ``(store, offset)`` (:func:`suspects`);
+the few rows that can yield findings are persisted and every check reads them. No Python UDFs
+(the reader emits each record's index key hashes), no window over everything else.
+
+Each step is a DataFrame -> DataFrame function, so tests run them on tiny frames. Per-record
+findings of one kind are capped at 1000 per file (like ``verify``), with one "... and N more" row.
 """
 
 from __future__ import annotations

@@ -60,7 +60,8 @@ def test_key_hashes_are_the_index_key_hashes(full: pa.Table, stores: dict[str, P
     got = _commitlog(_all_stores(stores), ["record_type", "key_hashes"], include_blank="true")
     rows = full.select(["record_type", "topic", "keys", "uniq_key"]).to_pylist()
     hashes = got["key_hashes"].to_pylist()
-    assert len(rows) == len(hashes) and any(hashes)
+    assert len(rows) == len(hashes)
+    assert any(hashes)
     for r, h in zip(rows, hashes, strict=True):
         if r["record_type"] != "message":
             assert h is None
@@ -78,15 +79,17 @@ def test_properties_map_equals_the_snapshot(full: pa.Table, stores: dict[str, Pa
         rows = full.filter(pa.compute.equal(full["store_path"], os.path.abspath(path)))
         rows = rows.filter(pa.compute.equal(rows["record_type"], "message")).select(["offset", "properties"])
         got = {r["offset"]: dict(r["properties"]) for r in rows.to_pylist()}
-        assert got == want and got
+        assert got == want
+        assert got
 
 
 def test_unknown_columns_are_refused() -> None:
     with pytest.raises(ValueError, match="nope"):
         schemas.commit_log_schema(columns=["offset", "nope"])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="repeated"):
         schemas.index_schema(columns=["slot", "slot"])
-    assert schemas.parse_columns(" a, b ,") == ["a", "b"] and schemas.parse_columns("") is None
+    assert schemas.parse_columns(" a, b ,") == ["a", "b"]
+    assert schemas.parse_columns("") is None
 
 
 def test_cq_and_index_subsets(stores: dict[str, Path]) -> None:
@@ -114,4 +117,5 @@ def test_packed_cq_partitions_read_the_same_rows(stores: dict[str, Path]) -> Non
         assert all(isinstance(p, ConsumeQueuePartition if per == "0" else ConsumeQueueFiles) for p in parts)
         tables.append(_read(r))
     assert counts[0] == counts[1] > counts[2] > counts[3] == 1
-    assert all(t.equals(tables[0]) for t in tables[1:]) and tables[0].num_rows > 0
+    assert all(t.equals(tables[0]) for t in tables[1:])
+    assert tables[0].num_rows > 0

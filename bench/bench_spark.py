@@ -89,7 +89,7 @@ def main() -> None:
 
         from pyspark.sql import functions as F
 
-        import rmqlab.spark.audit as audit_mod
+        import rmqlab.spark.jobs as audit_mod
         from rmqlab.spark import get_session
 
         # (an older rmqlab on PYTHONPATH, for a baseline: no column option, no unpersist())
@@ -119,7 +119,7 @@ def main() -> None:
                   f"CPU-second ({rows} rows, {t_spark:.1f} s, {cpu:.1f} CPU s); ratio spark / walk: "
                   f"{t_walk / t_spark:.2f}, spark / messages(): {t_msgs / t_spark:.2f}")
 
-        from rmqlab.spark.audit import audit_inputs, load_inputs
+        from rmqlab.spark.jobs import audit_inputs, load_inputs
 
         copies = [int(c) for c in a.copies.split(",")]
         paths = [store]

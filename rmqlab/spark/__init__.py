@@ -27,12 +27,12 @@ def get_session(*args: Any, **kwargs: Any) -> Any:
 
 
 def audit(*args: Any, **kwargs: Any) -> Any:
-    from rmqlab.spark.audit import audit as _audit
+    from rmqlab.spark.jobs import audit as _audit
 
     return _audit(*args, **kwargs)
 
 
 def stats(*args: Any, **kwargs: Any) -> Any:
-    from rmqlab.spark.audit import stats as _stats
+    from rmqlab.spark.jobs import stats as _stats
 
     return _stats(*args, **kwargs)

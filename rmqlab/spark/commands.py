@@ -105,7 +105,7 @@ def audit_cmd(stores: tuple[str, ...], out: str, master: str, confs: tuple[str, 
     Example: rmqlab spark audit data/clean-small --out /tmp/audit
     """
     from rmqlab.render import console
-    from rmqlab.spark.audit import audit, write_audit
+    from rmqlab.spark.jobs import audit, write_audit
     from rmqlab.spark.session import get_session
 
     paths = _check_stores(stores)
@@ -129,7 +129,7 @@ def stats_cmd(stores: tuple[str, ...], out: str, master: str, confs: tuple[str, 
     Example: rmqlab spark stats data/clean-small --out /tmp/stats
     """
     from rmqlab.render import console
-    from rmqlab.spark.audit import stats, write_stats
+    from rmqlab.spark.jobs import stats, write_stats
     from rmqlab.spark.session import get_session
 
     paths = _check_stores(stores)

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.spark
 
 @pytest.fixture(scope="module")
 def audited(spark: Any, stores: dict[str, Any]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    from rmqlab.spark.audit import audit
+    from rmqlab.spark.jobs import audit
 
     findings, _ = audit(spark, store_paths(stores))
     return [tuple(r) for r in findings.collect()], []
@@ -75,7 +75,7 @@ def test_cli_exit_codes_and_outputs(spark: Any, stores: dict[str, Any], tmp_path
 
 
 def test_stats(spark: Any, stores: dict[str, Any], tmp_path: Any, reference_manifest: Any) -> None:
-    from rmqlab.spark.audit import stats, write_stats
+    from rmqlab.spark.jobs import stats, write_stats
 
     paths = store_paths(stores, "crash-tail")
     frames = stats(spark, paths)

@@ -20,7 +20,7 @@ _ts = st.one_of(st.just(0), st.integers(1, 2**41))
 def test_checkpoint_findings_equal_verify(present: bool, has_files: bool, physic: int, logics: int, index: int,
                                           newest: list[int | None]) -> None:
     from rmqlab.inspect.verify import _check_checkpoint
-    from rmqlab.spark.audit import walk_findings
+    from rmqlab.spark.jobs import walk_findings
 
     cp = SimpleNamespace(physic_msg_timestamp=physic, logics_msg_timestamp=logics, index_msg_timestamp=index)
     snap = SimpleNamespace(checkpoint_values=lambda: cp if present else None,
@@ -37,7 +37,7 @@ def test_checkpoint_findings_equal_verify(present: bool, has_files: bool, physic
 
 
 def test_not_full_only_for_non_last_files_without_blank_or_damage() -> None:
-    from rmqlab.spark.audit import walk_findings
+    from rmqlab.spark.jobs import walk_findings
 
     base = {"store": "/s", "newest": None, "mapped_length": 10, "end": 7}
     walks = [
@@ -52,9 +52,20 @@ def test_not_full_only_for_non_last_files_without_blank_or_damage() -> None:
 
 
 def test_shuffle_partitions_follow_the_log_size() -> None:
-    from rmqlab.spark.audit import BYTES_PER_SHUFFLE_PARTITION, shuffle_partitions_for
+    from rmqlab.spark.jobs import BYTES_PER_SHUFFLE_PARTITION, shuffle_partitions_for
 
     spark = SimpleNamespace(sparkContext=SimpleNamespace(defaultParallelism=4))
     assert shuffle_partitions_for(spark, 0) == 4  # type: ignore[arg-type]
     assert shuffle_partitions_for(spark, 10 * BYTES_PER_SHUFFLE_PARTITION + 1) == 11  # type: ignore[arg-type]
     assert shuffle_partitions_for(spark, 10**15) == 2000  # type: ignore[arg-type]
+
+
+def test_package_functions_survive_importing_the_job_module() -> None:
+    """``rmqlab.spark.audit``/``stats`` stay the functions after the job module is imported (a
+    submodule named ``audit`` used to replace the function on the package)."""
+    import rmqlab.spark
+    import rmqlab.spark.jobs
+
+    assert rmqlab.spark.audit.__module__ == "rmqlab.spark"
+    assert rmqlab.spark.stats.__module__ == "rmqlab.spark"
+    assert rmqlab.spark.jobs.audit.__doc__

@@ -112,6 +112,16 @@ _MAX_SHAPES = 4096
 _crc32 = zlib.crc32
 
 
+def _keys_string(keys: str | Sequence[str] | None) -> str:
+    """The KEYS property of ``Message.keys`` (a string as is, tokens joined by spaces, empty
+    tokens dropped; "" for none). TypeError for non-str tokens: the exact path answers those."""
+    if not keys:
+        return ""
+    if keys.__class__ is str:
+        return keys  # type: ignore[return-value]
+    return " ".join(keys) if "" not in keys else " ".join([k for k in keys if k])
+
+
 class _Shape:
     """Everything a put needs that depends only on a message's *shape* (topic, tags, born host,
     sys flag, WAIT, delay level, whether it has keys), computed once by the exact encoder.
@@ -142,6 +152,14 @@ class _Shape:
         # record length without body and properties: head, topic field, PROPERTIESLENGTH
         self.fixed = head.size + len(topic_tail) + 2
         self.queue_keys: dict[int, str] = {}
+
+    def properties(self, ks: str, uniq: str) -> bytes:
+        """The properties bytes for KEYS string ``ks`` ("" for none) and ``uniq``."""
+        if not ks:
+            return f"{self.seg0}{uniq}{self.seg1}".encode()
+        if self.keys_first:
+            return f"{self.seg0}{ks}{self.seg1}{uniq}{self.seg2}".encode()
+        return f"{self.seg0}{uniq}{self.seg1}{ks}{self.seg2}".encode()
 
     def queue_key(self, queue_id: int) -> str:
         key = self.queue_keys.get(queue_id)
@@ -438,80 +456,21 @@ class CommitLog:
         return _Shape(topic, head, magic, tail, sys_flag, born_ip, born_port, java_hash(tags) if tags else 0, segs,
                       keys_first)
 
-    def _encode_fast(self, msg: Message, now: int, drawn: list[str]) -> tuple | None:
-        """The per-message part of the fast path: ``(shape, total, crc, props-tail, dispatch,
-        born timestamp)``, or None when ``msg`` must take the exact path (whose answer,
-        refusal or record, is then the reference). Same bytes and hint as :meth:`encode_record`.
-        Appends the UNIQ_KEY it used to ``drawn`` once it has one (see ``encode_batch``)."""
-        if msg.properties:
-            return None
-        keys = msg.keys
-        try:
-            if not keys:
-                ks = ""
-            elif keys.__class__ is str:
-                ks = keys
-            else:
-                ks = " ".join(keys) if "" not in keys else " ".join([k for k in keys if k])
-            skey = (msg.topic, msg.tags, msg.born_host, msg.sys_flag, msg.wait_store_msg_ok, msg.delay_time_level,
-                    not ks)
-            shape = self._shapes.get(skey, False)
-        except TypeError:  # non-str keys, unhashable host...: let the exact path answer
-            return None
-        if shape is False:
-            shape = self._new_shape(skey, msg, ks)
-        if shape is None or (ks and ("\x01" in ks or "\x02" in ks)):
-            return None
-        body = msg.body
-        if len(body) > self._max_message_size or msg.queue_id < 0:
-            return None
-        uniq = msg.uniq_key
-        if not uniq:
-            uniq = self.new_uniq_key(now)
-            drawn.append(uniq)  # from here on a fallback must reuse it (no counter value skipped)
-        elif uniq.__class__ is not str or "\x01" in uniq or "\x02" in uniq:
-            return None
-        else:
-            drawn.append(uniq)
-        if ks:
-            if shape.keys_first:
-                props = f"{shape.seg0}{ks}{shape.seg1}{uniq}{shape.seg2}".encode()
-            else:
-                props = f"{shape.seg0}{uniq}{shape.seg1}{ks}{shape.seg2}".encode()
-        else:
-            props = f"{shape.seg0}{uniq}{shape.seg1}".encode()
-        plen = len(props)
-        total = shape.fixed + len(body) + plen
-        if plen > _MAX_PROPERTIES_LENGTH or total > self._max_record_size:
-            return None
-        born = msg.born_timestamp
-        return (
-            shape, total, _crc32(body) & 0x7FFFFFFF, shape.topic_tail + plen.to_bytes(2, "big") + props,
-            (shape.topic, msg.queue_id, shape.tags_code, ks or None, uniq, shape.sys_flag,
-             msg.prepared_transaction_offset, props),
-            now if born is None else born,
-        )  # fmt: skip
-
     def put_message(self, msg: Message) -> PutMessageResult:
         """Append one message; returns PUT_OK with its msgId, offsets and store timestamp.
 
         Fast path: encode from the message's cached shape (no intermediate record object) and,
         under the put lock, pack the head with its final queue offset, physical offset and store
         time straight into the mapped file, then copy body and tail. Anything unusual (a refusal,
-        user properties, SCHEDULE_TOPIC...) takes the exact path at the end. The steps are those
-        of :meth:`_encode_fast` and :meth:`put_messages`, inlined: this is the hottest call.
+        user properties, SCHEDULE_TOPIC...) takes the exact path at the end. The per-message steps
+        are those of :meth:`_put_batch_fast`'s loop, inlined: this is the hottest call.
         """
         now = self.clock.now_ms()
         uniq = None
         if self.fast_path and self.writeable and not msg.properties:
             keys = msg.keys
             try:
-                if not keys:
-                    ks = ""
-                elif keys.__class__ is str:
-                    ks = keys
-                else:
-                    ks = " ".join(keys) if "" not in keys else " ".join([k for k in keys if k])
+                ks = _keys_string(keys)
                 skey = (msg.topic, msg.tags, msg.born_host, msg.sys_flag, msg.wait_store_msg_ok,
                         msg.delay_time_level, not ks)
                 shape = self._shapes.get(skey, False)
@@ -534,13 +493,7 @@ class CommitLog:
                     if prefix[0] != now:
                         prefix = self._uniq_prefix = (now, self._uniq.time_prefix(now, self._tz))
                     uniq = f"{prefix[1]}{next(self._uniq_counter) & 0xFFFF:04X}"
-                if ks:
-                    if shape.keys_first:
-                        props = f"{shape.seg0}{ks}{shape.seg1}{uniq}{shape.seg2}".encode()
-                    else:
-                        props = f"{shape.seg0}{uniq}{shape.seg1}{ks}{shape.seg2}".encode()
-                else:
-                    props = f"{shape.seg0}{uniq}{shape.seg1}".encode()
+                props = shape.properties(ks, uniq)
                 plen = len(props)
                 total = shape.fixed + len(body) + plen
                 if plen <= _MAX_PROPERTIES_LENGTH and total <= self._max_record_size:
@@ -689,12 +642,7 @@ class CommitLog:
                 return None
             keys = m.keys
             try:
-                if not keys:
-                    ks = ""
-                elif keys.__class__ is str:
-                    ks = keys
-                else:
-                    ks = " ".join(keys) if "" not in keys else " ".join([k for k in keys if k])
+                ks = _keys_string(keys)
                 skey = (topic, m.tags, m.born_host, m.sys_flag, m.wait_store_msg_ok, m.delay_time_level, not ks)
                 shape = shapes.get(skey, False)
             except TypeError:
@@ -712,13 +660,7 @@ class CommitLog:
             elif uniq.__class__ is not str or "\x01" in uniq or "\x02" in uniq:
                 return None
             add_drawn(uniq)
-            if ks:
-                if shape.keys_first:
-                    props = f"{shape.seg0}{ks}{shape.seg1}{uniq}{shape.seg2}".encode()
-                else:
-                    props = f"{shape.seg0}{uniq}{shape.seg1}{ks}{shape.seg2}".encode()
-            else:
-                props = f"{shape.seg0}{uniq}{shape.seg1}".encode()
+            props = shape.properties(ks, uniq)
             plen = len(props)
             total = shape.fixed + len(body) + plen
             if plen > _MAX_PROPERTIES_LENGTH or total > self._max_record_size:

@@ -575,7 +575,10 @@ class MessageStore:
             gc = self.group_commit
             gc.put_request(req)
             if self.threaded:
-                self.runner.wakeup("group_commit")
+                # Serve the queue here when no round is running (no hand-off to the service
+                # thread and back); else the service takes it after the running round.
+                if not gc.try_run_once():
+                    self.runner.wakeup("group_commit")
                 status = req.wait(self.config.sync_flush_timeout)
             else:
                 gc.run_once()

@@ -1,8 +1,8 @@
 """SYNC_FLUSH group commit: what an acknowledgement guarantees, shared flushes, timeouts.
 
-Producers queue a request and the service thread's rounds serve them; a PUT_OK means the
-CommitLog is flushed past the message, and a flush that cannot finish (or a round that fails)
-gives FLUSH_DISK_TIMEOUT.
+Producers queue a request; one that finds no round running runs it itself, otherwise the service
+thread's next round serves it. A PUT_OK means the CommitLog is flushed past the message, and a
+flush that cannot finish (or a round that fails) gives FLUSH_DISK_TIMEOUT.
 """
 
 from __future__ import annotations
@@ -104,4 +104,36 @@ def test_a_failing_round_is_logged_and_the_producer_times_out(
         assert r.status is PutMessageStatus.FLUSH_DISK_TIMEOUT  # the service logs it; never raised here
     finally:
         monkeypatch.undo()
+        store.shutdown()
+
+
+def test_a_lone_producer_runs_the_round_itself(tmp_path: Path) -> None:
+    """No round running: the producer serves its own request in its own thread (no hand-off)."""
+    store = sync_store(tmp_path)
+    try:
+        gc = store.group_commit
+        assert gc is not None
+        ran_in: list[str] = []
+        real = gc._run_round
+
+        def spy() -> int:
+            ran_in.append(threading.current_thread().name)
+            return real()
+
+        gc._run_round = spy  # type: ignore[method-assign]
+        time.sleep(0.05)  # let the service's start-up rounds pass
+        ran_in.clear()
+        r = store.put_message(Message("TopicF", b"w" * 100))
+        assert r.ok
+        assert store.commit_log.mapped_file_queue.flushed_where >= r.wrote_offset + r.wrote_bytes
+        assert threading.current_thread().name in ran_in
+        end = store.commit_log.get_max_offset()
+        with gc._round:  # a round is running: try_run_once declines, the request waits its turn
+            req = GroupCommitRequest(end)
+            gc.put_request(req)
+            assert gc.try_run_once() is False
+            assert not req.is_done()
+        store.runner.wakeup("group_commit")
+        assert req.wait(5000) is PutMessageStatus.PUT_OK
+    finally:
         store.shutdown()

@@ -41,8 +41,7 @@ from rmqlab.codec.flags import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     STOREHOSTADDRESS_V6_FLAG,
 )
-from rmqlab.codec.index_layout import index_hash_of
-from rmqlab.codec.java_hash import java_hash, java_hash_extend
+from rmqlab.codec.java_hash import java_hash, java_hash_extend_many
 from rmqlab.codec.message import MIN_RECORD_SIZE, BlankRecord, EndOfData, MessageRecord, _decode, _ip_str
 from rmqlab.codec.properties import decode_properties
 from rmqlab.errors import CorruptRecord
@@ -71,6 +70,7 @@ _TAGS_K = (PROPERTY_TAGS + "\x01").encode()
 _KEYS_K = (PROPERTY_KEYS + "\x01").encode()
 _UNIQ_K = (PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX + "\x01").encode()
 _NOT_FOUND = object()
+_INT_MIN = -(2**31)  # Integer.MIN_VALUE: index_hash_of maps it to 0
 
 
 def _i64() -> np.ndarray:
@@ -173,10 +173,13 @@ class RecordColumns:
 
     def index_key_hashes(self) -> tuple[np.ndarray, np.ndarray]:
         """``(row, hash)`` pairs: the index key hashes each record is indexed under
-        (``topic#key`` for each KEYS token and ``topic#UNIQ_KEY``), distinct per row, rows
-        ascending. The ``topic#`` prefix hash is computed once per topic and extended."""
+        (``topic#key`` for each KEYS token and ``topic#UNIQ_KEY``), distinct per row, sorted by
+        row then hash. The ``topic#`` prefix hash is computed once per topic and every token is
+        hashed in one vectorised :func:`java_hash_extend_many` call."""
         rows: list[int] = []
-        hashes: list[int] = []
+        prefixes: list[int] = []
+        tokens: list[str] = []
+        add_row, add_prefix, add_token = rows.append, prefixes.append, tokens.append
         prefix: dict[str, int] = {}
         for i, (topic, raw, uk) in enumerate(zip(self.topic, self.keys, self.uniq_key, strict=True)):
             if not raw and not uk:
@@ -184,13 +187,24 @@ class RecordColumns:
             h0 = prefix.get(topic)
             if h0 is None:
                 h0 = prefix[topic] = java_hash(topic + "#")
-            ks = [k for k in raw.split(KEY_SEPARATOR) if k] if raw else []
+            if raw:
+                for k in raw.split(KEY_SEPARATOR):
+                    if k:
+                        add_row(i)
+                        add_prefix(h0)
+                        add_token(k)
             if uk:
-                ks.append(uk)
-            seen = {index_hash_of(java_hash_extend(h0, k)) for k in ks}
-            rows.extend([i] * len(seen))
-            hashes.extend(seen)
-        return np.array(rows, np.int64), np.array(hashes, np.int64)
+                add_row(i)
+                add_prefix(h0)
+                add_token(uk)
+        if not tokens:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        h = java_hash_extend_many(np.array(prefixes, np.int64), tokens)
+        h = np.where(h == _INT_MIN, 0, np.abs(h))  # index_hash_of, vectorised
+        pairs = (np.array(rows, np.int64) << 32) | h
+        pairs.sort()  # rows already ascending: nearly sorted (np.unique hashes, ~5x slower here)
+        pairs = pairs[np.concatenate(([True], pairs[1:] != pairs[:-1]))]  # distinct (row, hash)
+        return pairs >> 32, pairs & 0xFFFFFFFF
 
     def take(self, sel: Any) -> RecordColumns:
         """The rows ``sel`` (a boolean mask, indexes or a slice); the stop fields are kept."""

@@ -272,3 +272,27 @@ def test_rmqlab_written_store(tmp_path: Path) -> None:
         c = assert_same(p.read_bytes(), base_offset=int(p.name), file=p.name)
         rows, _hashes = c.index_key_hashes()
         assert np.all(np.diff(rows) >= 0)
+
+
+_TOKENS = st.text(alphabet="abcXYZ019-_#%üж标😀", max_size=12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(recs=st.lists(st.tuples(st.sampled_from(["T", "Topic-A", "标题", ""]),
+                                st.one_of(st.none(), st.lists(_TOKENS, max_size=4).map(" ".join)),
+                                st.one_of(st.none(), _TOKENS)), max_size=30))
+def test_index_key_hashes_equal_the_scalar_hashes(recs: list[tuple[str, str | None, str | None]]) -> None:
+    """Vectorised (row, hash) pairs == the per-key ``index_key_hash`` of ``topic#key``,
+    distinct per row (duplicate tokens, empty tokens, non-ASCII keys, empty topic)."""
+    from rmqlab.codec.index_layout import index_key_hash
+
+    c = RecordColumns()
+    c.n = len(recs)
+    c.topic = [t for t, _, _ in recs]
+    c.keys = [k for _, k, _ in recs]
+    c.uniq_key = [u for _, _, u in recs]
+    want = sorted({(i, index_key_hash(f"{t}#{k}"))
+                   for i, (t, raw, uk) in enumerate(recs)
+                   for k in [*(x for x in (raw or "").split(" ") if x), *([uk] if uk else [])]})
+    rows, hashes = c.index_key_hashes()
+    assert list(zip(rows.tolist(), hashes.tolist(), strict=True)) == want

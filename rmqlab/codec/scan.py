@@ -291,13 +291,15 @@ def _byte_source(buf: Any) -> Any:
 
 
 def _properties(
-    praws: list[bytes], with_properties: bool
+    praws: list[bytes], with_properties: bool, with_tags: bool = True
 ) -> tuple[list[str | None], list[str | None], list[str | None], list[dict[str, str]] | None]:
     """TAGS, KEYS and UNIQ_KEY of each properties string (and every dict when asked).
 
     Without dicts, an ASCII string is searched with ``bytes.rfind`` for the last pair of each
     key (exactly Java's "later duplicates overwrite"); anything unusual (a key inside another
     pair, an empty value, non-ASCII bytes) goes to :func:`decode_properties`.
+    ``with_tags=False`` skips the TAGS search (the index needs only KEYS and UNIQ_KEY): the
+    tags list then holds None throughout.
     """
     tags: list[str | None] = []
     keys: list[str | None] = []
@@ -313,8 +315,8 @@ def _properties(
     tk, kk, uk_ = _TAGS_K, _KEYS_K, _UNIQ_K
     for raw in praws:
         if raw.isascii():
-            # inline _pick for each key (this loop runs once per record)
-            i = raw.rfind(tk)
+            # the same search inlined for each key (this loop runs once per record)
+            i = raw.rfind(tk) if with_tags else -1
             if i < 0:
                 tg = None
             elif i and raw[i - 1] != 2:
@@ -344,45 +346,10 @@ def _properties(
                 ua(u)
                 continue
         d = decode_properties(raw) if raw else {}
-        ta(d.get(PROPERTY_TAGS))
+        ta(d.get(PROPERTY_TAGS) if with_tags else None)
         ka(d.get(PROPERTY_KEYS))
         ua(d.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
     return tags, keys, uniq, None
-
-
-def _keys_and_uniq(praws: list[bytes]) -> tuple[list[str | None], list[str | None]]:
-    """KEYS and UNIQ_KEY of each properties string: :func:`_properties` without TAGS (what the
-    index needs), same rules and the same :func:`decode_properties` fallback."""
-    keys: list[str | None] = []
-    uniq: list[str | None] = []
-    ka, ua = keys.append, uniq.append
-    kk, uk_ = _KEYS_K, _UNIQ_K
-    for raw in praws:
-        if raw.isascii():
-            i = raw.rfind(kk)
-            if i < 0:
-                ky = None
-            elif i and raw[i - 1] != 2:
-                ky = _NOT_FOUND
-            else:
-                j = raw.find(b"\x02", i)
-                ky = raw[i + 5 : j if j >= 0 else None].decode("ascii") or _NOT_FOUND
-            i = raw.rfind(uk_)
-            if i < 0:
-                u = None
-            elif i and raw[i - 1] != 2:
-                u = _NOT_FOUND
-            else:
-                j = raw.find(b"\x02", i)
-                u = raw[i + 9 : j if j >= 0 else None].decode("ascii") or _NOT_FOUND
-            if ky is not _NOT_FOUND and u is not _NOT_FOUND:
-                ka(ky)
-                ua(u)
-                continue
-        d = decode_properties(raw) if raw else {}
-        ka(d.get(PROPERTY_KEYS))
-        ua(d.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
-    return keys, uniq
 
 
 def scan_records(

@@ -524,6 +524,17 @@ class CommitLog:
         shape = self._shapes[skey] = self._shape(msg, bool(ks))
         return shape
 
+    def _fast_file(self, total: int) -> MappedFile | None:
+        """Under the put lock: the file ``total`` bytes go to (the last one, or the next after
+        a roll as :meth:`_put` rolls), or None when only the exact path can go on."""
+        if not self.writeable:
+            return None
+        files = self.mapped_file_queue.mapped_files
+        mf = files[-1] if files else None
+        if mf is None or mf.read_only or mf.wrote_position + total + 8 > mf.file_size:
+            mf = self._fast_roll(mf, total)
+        return mf
+
     def _write_one(
         self, msg: Message, shape: _Shape, total: int, crc: int, tail: bytes, dispatch: tuple, born: int
     ) -> PutMessageResult | None:
@@ -533,14 +544,9 @@ class CommitLog:
         body = msg.body
         head = shape.head
         with self.put_lock:
-            if not self.writeable:
+            mf = self._fast_file(total)
+            if mf is None:
                 return None
-            files = self.mapped_file_queue.mapped_files
-            mf = files[-1] if files else None
-            if mf is None or mf.read_only or mf.wrote_position + total + 8 > mf.file_size:
-                mf = self._fast_roll(mf, total)
-                if mf is None:
-                    return None
             pos = mf.wrote_position
             queue_id = dispatch[1]
             qkey = shape.queue_keys.get(queue_id) or shape.queue_key(queue_id)
@@ -680,14 +686,9 @@ class CommitLog:
         pieces: list[bytes] = []
         piece = pieces.append
         with self.put_lock:
-            if not self.writeable:
+            mf = self._fast_file(total_all)
+            if mf is None:
                 return None
-            files = self.mapped_file_queue.mapped_files
-            mf = files[-1] if files else None
-            if mf is None or mf.read_only or mf.wrote_position + total_all + 8 > mf.file_size:
-                mf = self._fast_roll(mf, total_all)
-                if mf is None:
-                    return None
             pos = mf.wrote_position
             qkey = recs[0][0].queue_key(queue_id)  # no transactions: every record gets an offset
             table = self.topic_queue_table

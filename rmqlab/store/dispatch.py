@@ -21,7 +21,7 @@ from rmqlab.codec import flags
 from rmqlab.codec.java_hash import java_hash, java_hash_ranges
 from rmqlab.codec.names import validate_topic
 from rmqlab.codec.properties import decode_properties
-from rmqlab.codec.scan import _byte_source, _keys_and_uniq, _properties
+from rmqlab.codec.scan import _byte_source, _properties
 from rmqlab.codec.walk import DispatchRequest, check_message_and_return_size, new_dispatch_request
 from rmqlab.errors import InvalidTopic
 from rmqlab.events import Dispatched, EventBus
@@ -496,7 +496,7 @@ class ReputMessageService:
             codes[None] = codes[""] = 0
             tags_code[rows] = np.fromiter(map(codes.__getitem__, tg), dtype=np.int64, count=len(tg))
         else:  # every unit is already in its queue: the tags code is never read
-            ky, uk = _keys_and_uniq(raws)
+            _, ky, uk, _ = _properties(raws, False, with_tags=False)
         if len(rows) == len(keys):
             keys[:] = ky
             uniq[:] = uk

@@ -17,6 +17,8 @@ __all__ = [
     "consume_queue_dir",
     "consume_queue_path",
     "index_file_name",
+    "is_lmq_topic",
+    "is_system_topic",
     "offset_to_file_name",
     "parse_index_file_name",
     "parse_offset_file_name",
@@ -25,6 +27,16 @@ __all__ = [
 ]
 
 TOPIC_MAX_LENGTH = 127  # TopicValidator.TOPIC_MAX_LENGTH
+
+# TopicValidator.SYSTEM_TOPIC_SET (5.x; a broker adds more at run time, all named rmq_sys_*)
+SYSTEM_TOPICS = frozenset({
+    "TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC",
+    "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
+    "CHECKPOINT_TOPIC", "RMQ_SYS_TOPIC_CONFIG_SYNC", "RMQ_SYS_CONSUMER_OFFSET_SYNC", "RMQ_SYS_DELAY_OFFSET_SYNC",
+    "RMQ_SYS_SUBSCRIPTION_GROUP_SYNC", "RMQ_SYS_MESSAGE_MODE_SYNC", "RMQ_SYS_TIMER_METRICS_SYNC",
+})
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+LMQ_PREFIX = "%LMQ%"  # MixAll.LMQ_PREFIX: light message queues, never cleaned as unused
 _TOPIC_PATTERN = re.compile(r"[%|a-zA-Z0-9_-]+")
 _OFFSET_NAME = re.compile(r"[0-9]{20}")
 _INDEX_NAME = re.compile(r"[0-9]{17}")
@@ -94,6 +106,16 @@ def validate_topic(topic: str, *, max_length: int = TOPIC_MAX_LENGTH) -> None:
         raise InvalidTopic(
             topic, f"the specified topic is longer than topic max length {max_length}"
         )
+
+
+def is_system_topic(topic: str) -> bool:
+    """``TopicValidator.isSystemTopic``: in the system set or named ``rmq_sys_*``."""
+    return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
+
+
+def is_lmq_topic(topic: str) -> bool:
+    """``MixAll.isLmq``: a light message queue (``%LMQ%...``)."""
+    return topic.startswith(LMQ_PREFIX)
 
 
 def consume_queue_dir(root: str | os.PathLike[str], topic: str) -> str:

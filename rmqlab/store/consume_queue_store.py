@@ -222,6 +222,41 @@ class ConsumeQueueStore:
                 sleep_between()
         return total
 
+    def destroy_queue(self, topic: str, queue_id: int) -> bool:
+        """Delete one queue's files and drop it from the table (and the topic when it was the
+        topic's last queue); False if there was no such queue."""
+        with self._lock:
+            queues = self.consume_queue_table.get(topic)
+            cq = queues.pop(queue_id, None) if queues is not None else None
+            if queues is not None and not queues:
+                del self.consume_queue_table[topic]
+        if cq is None:
+            return False
+        cq.destroy()
+        return True
+
+    def destroy_topic(self, topic: str) -> list[int]:
+        """Delete every queue of ``topic`` and its directory once empty (5.x ``deleteTopics``);
+        returns the queue ids destroyed."""
+        ids = list(self.consume_queue_table.get(topic, {}))
+        for queue_id in ids:
+            self.destroy_queue(topic, queue_id)
+        try:
+            os.rmdir(os.path.join(self.store_path, topic))
+        except OSError:
+            pass  # not empty (a file we do not own), or never created
+        return ids
+
+    def expired_queues(self, min_phy: int, skip: Callable[[str], bool]) -> list[tuple[str, int, int]]:
+        """``(topic, queue_id, last_offset)`` of every queue ``cleanExpiredConsumerQueue`` would
+        destroy: its last unit ends below ``min_phy`` (``getLastOffset() < minCommitLogOffset``;
+        -1, an empty last file, is "maybe created just now" and kept) and ``skip(topic)`` is false."""
+        return [
+            (topic, queue_id, last)
+            for topic, queue_id, cq in self.all_queues()
+            if not skip(topic) and 0 <= (last := cq.get_last_offset()) < min_phy
+        ]
+
     # --- flush / lifecycle -------------------------------------------------------------------
 
     def flush(self, least_pages: int) -> bool:

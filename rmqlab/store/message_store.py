@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rmqlab.clock import Clock, SystemClock
-from rmqlab.codec.flags import BORNHOST_V6_FLAG
+from rmqlab.codec.flags import BORNHOST_V6_FLAG, SCHEDULE_TOPIC
 from rmqlab.codec.message import MessageRecord, decode_message
+from rmqlab.codec.names import is_lmq_topic, is_system_topic
 from rmqlab.codec.walk import check_message_and_return_size
 from rmqlab.config import MessageStoreConfig
 from rmqlab.errors import InvalidTopic, NotAStore, RmqlabError
@@ -920,6 +921,63 @@ class MessageStore:
     def execute_delete_files_manually(self) -> None:
         """Admin ``DELETE_EXPIRED_COMMITLOG``: the next 20 cleanup rounds delete expired files at any hour."""
         self.clean_commit_log.execute_delete_files_manually()
+
+    def clean_expired_consumer_queue(self) -> list[tuple[str, int]]:
+        """Admin ``cleanExpiredConsumerQueue``: destroy every queue whose last unit ends below the
+        CommitLog's min offset (all its messages are gone) and forget its queue offset.
+
+        Skips ``SCHEDULE_TOPIC_XXXX`` (4.9.8) or every system topic (5.x); a queue whose last file
+        is empty (``getLastOffset() == -1``, "maybe created just now") is kept, as RocketMQ keeps
+        it. Returns the ``(topic, queue_id)`` destroyed.
+        """
+        self._check_admin("clean expired consume queues")
+        skip = SCHEDULE_TOPIC.__eq__ if self.config.is_v4 else is_system_topic
+        with self.reput.lock:  # no dispatch into a queue being destroyed
+            doomed = self.consume_queue_store.expired_queues(self.commit_log.get_min_offset(), skip)
+            for topic, queue_id, _ in doomed:
+                self._forget_queue(topic, queue_id)
+                self.consume_queue_store.destroy_queue(topic, queue_id)
+        return [(topic, queue_id) for topic, queue_id, _ in doomed]
+
+    def delete_topics(self, topics: Sequence[str] | set[str]) -> list[str]:
+        """Destroy every consume queue of ``topics`` and their directories (5.x ``deleteTopics``).
+
+        The CommitLog keeps the messages until cleanup deletes their files, and the topic's
+        config stays (the broker deletes it separately). Returns the topics that had queues.
+        """
+        self._check_admin("delete topics")
+        deleted = []
+        with self.reput.lock:
+            for topic in topics:
+                queue_ids = list(self.consume_queue_store.consume_queue_table.get(topic, {}))
+                if not queue_ids:
+                    continue
+                for queue_id in queue_ids:
+                    self._forget_queue(topic, queue_id)
+                self.consume_queue_store.destroy_topic(topic)
+                deleted.append(topic)
+        return deleted
+
+    def clean_unused_topic(self, retain_topics: Sequence[str] | set[str]) -> list[str]:
+        """Admin ``cleanUnusedTopic``: delete the queues of every topic not in ``retain_topics``,
+        except ``SCHEDULE_TOPIC_XXXX`` (4.9.8) or system and LMQ topics (5.x). Returns them."""
+        retain = set(retain_topics)
+        candidates = [t for t in self.consume_queue_store.consume_queue_table if t not in retain]
+        if self.config.is_v4:
+            candidates = [t for t in candidates if t != SCHEDULE_TOPIC]
+        else:
+            candidates = [t for t in candidates if not (is_system_topic(t) or is_lmq_topic(t))]
+        return self.delete_topics(candidates)
+
+    def _check_admin(self, what: str) -> None:
+        if self.is_shutdown or not self.commit_log.writeable:
+            reason = self.commit_log.not_writeable_reason or "store is not writeable"
+            raise RmqlabError(f"cannot {what}: {reason} ({self.root})")
+
+    def _forget_queue(self, topic: str, queue_id: int) -> None:
+        """``removeQueueFromTopicQueueTable``: the next message to this queue gets offset 0."""
+        with self.commit_log.put_lock:
+            self.commit_log.topic_queue_table.pop(f"{topic}-{queue_id}", None)
 
     def plan_cleanup(self, now_ms: int | None = None, disk_ratio: float | None = None) -> CleanupPlan:
         """What the next CleanCommitLogService round would decide (nothing is changed).

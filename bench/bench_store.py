@@ -11,7 +11,9 @@ Rows (targets from the speed issue; every figure also printed as a ratio to its 
                        drained ("end-to-end")
 * put_messages         the same messages in batches of ``--batch``
 * get_message          32 messages of 1 KiB per call, zero-copy, lazy (never decoded)
-* get + decode         the same calls, every returned message decoded
+* get + decode         the same calls, every returned message decoded and the fields a consumer
+                       reads read (topic, body, tags, keys, queue offset); then also the whole
+                       properties dict (parsed lazily, on first access)
 * query_message        by key, chain of 1 (unique key) and of 4 (key shared by 4 messages),
                        exact-key filtering included (median of single calls)
 * offset by time       ``get_offset_in_queue_by_time`` (median)
@@ -128,24 +130,36 @@ def bench_put_batch(workdir: str, n: int, batch: int) -> tuple[tuple[float, floa
     return (n / (t1 - t0), n / (c1 - c0)), (n / (t2 - t0), n / (c2 - c0))
 
 
-def bench_get(store: MessageStore, n: int, calls: int, decode: bool) -> tuple[float, float, float, float]:
-    """(calls/s, messages/s) of get_message(32) at random offsets: wall, then thread CPU."""
+def bench_get(store: MessageStore, n: int, calls: int, decode: int) -> tuple[float, float, float, float]:
+    """(calls/s, messages/s) of get_message(32) at random offsets: wall, then thread CPU.
+
+    ``decode`` 0: lazy, no message decoded. 1: every message decoded and what a consumer reads
+    read (topic, body, tags, keys, queue_offset). 2: that plus the full ``properties`` dict
+    (``MessageRecord`` parses it on first access, so this row shows what the lazy map saves).
+    """
     rnd = random.Random(1)
     offsets = [rnd.randrange(0, max(1, n - 32)) for _ in range(calls)]
     get = store.get_message
     got = 0
+    sink: object = None
     c0 = time.thread_time()
     t0 = time.perf_counter()
     for off in offsets:
         r = get("g", TOPIC, 0, off, 32)
         msgs = r.messages
-        if decode:
+        if decode == 1:
             for m in msgs:
-                m.decode()
+                rec = m.decode()
+                sink = (rec.topic, rec.body, rec.tags, rec.keys, rec.queue_offset)
+        elif decode == 2:
+            for m in msgs:
+                rec = m.decode()
+                sink = (rec.topic, rec.body, rec.tags, rec.keys, rec.queue_offset, rec.properties)
         got += len(msgs)
         r.release()
     dt = time.perf_counter() - t0
     ct = time.thread_time() - c0
+    del sink
     return calls / dt, got / dt, calls / ct, got / ct
 
 
@@ -217,8 +231,9 @@ def main() -> None:
         store, put_rate, e2e_rate, rec_size = bench_put(workdir, n, threaded=True)
         records = _encoded_records(store, n)
         base = bench_baseline(workdir, records)
-        get_calls, _, get_calls_cpu, _ = bench_get(store, n, calls, decode=False)
-        _, dec_msgs, _, dec_msgs_cpu = bench_get(store, n, calls, decode=True)
+        get_calls, _, get_calls_cpu, _ = bench_get(store, n, calls, decode=0)
+        _, dec_msgs, _, dec_msgs_cpu = bench_get(store, n, calls, decode=1)
+        _, full_msgs, _, full_msgs_cpu = bench_get(store, n, calls, decode=2)
         q1, q4, found4 = bench_query(store, n, calls)
         by_time = bench_by_time(store, n, calls)
         cq_view, cq_read = bench_cq_view(store, 20)
@@ -248,6 +263,7 @@ def main() -> None:
     row("  end-to-end incl. dispatch", batch_e2e, "msg/s", "", f"{batch_e2e[0] / e2e_rate[0]:.2f} x single e2e")
     row("get_message(32), lazy", (get_calls, get_calls_cpu), "calls/s", ">= 20k")
     row("get_message(32) + decode all", (dec_msgs, dec_msgs_cpu), "msg/s", ">= 300k")
+    row("  + full properties dict", (full_msgs, full_msgs_cpu), "msg/s", "")
     row("query_message, chain 1", q1, "us median", "<= 50 us")
     row(f"query_message, chain 4 ({found4} hits)", q4, "us median", "<= 50 us")
     row("get_offset_in_queue_by_time", by_time, "us median", "<= 30 us")

@@ -39,7 +39,7 @@ import hashlib
 import socket
 import struct
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, make_dataclass
 from functools import lru_cache
 from itertools import repeat
 from typing import Any
@@ -65,6 +65,7 @@ from rmqlab.codec.flags import (
 from rmqlab.codec.java_hash import tags_code as _tags_code
 from rmqlab.codec.msg_id import create_offset_msg_id, ip_to_bytes
 from rmqlab.codec.properties import decode_properties, encode_properties
+from rmqlab.codec.properties import raw_property_value as _raw_property_value
 from rmqlab.errors import CorruptRecord, TruncatedRecord
 
 __all__ = [
@@ -178,6 +179,12 @@ class MessageRecord:
     computed on access from the stored fields, and so is ``crc_ok`` (``body_crc`` against the
     body): RocketMQ's readers never check the CRC on a get, and a CRC32 of every returned body
     would be a tenth of a decode (``decode_message(check_crc=True)`` checks it up front).
+
+    ``properties`` is parsed from ``properties_raw`` on first access when the decoder left it
+    unparsed (see :class:`_LazyProperties`; building the dict was a third of a decode), and
+    ``tags``/``keys``/``uniq_key`` read their one value straight from the raw bytes until then.
+    To every reader it is a plain field holding a ``dict``: equality, repr, pickling, hashing,
+    ``dataclasses.replace``/``asdict`` see the parsed map.
     """
 
     store_size: int
@@ -213,24 +220,46 @@ class MessageRecord:
 
     @property
     def tags(self) -> str | None:
-        return self.properties.get(PROPERTY_TAGS)
+        p = self._properties_slot  # type: ignore[attr-defined]
+        if p is not _UNPARSED:
+            return p.get(PROPERTY_TAGS)
+        # raw_property_value's common case inlined: the last "TAGS\x01" starts a pair (byte 0 or
+        # after 0x02) and its value is non-empty; anything else takes the full search.
+        head, key, value = self.properties_raw.rpartition(_TAGS_KEY)
+        if key and (not head or head[-1] == 2):
+            value = value.partition(b"\x02")[0]
+            if value:
+                return value.decode("utf-8", "replace")
+        return _raw_property_value(self.properties_raw, _TAGS_KEY) if key else None
 
     @property
     def tags_code(self) -> int:
         """Plain tags code (Java hash of TAGS, 0 if none); no delay-level override (see walk)."""
-        return _tags_code(self.properties.get(PROPERTY_TAGS))
+        return _tags_code(self.tags)
 
     @property
     def keys(self) -> list[str]:
         """KEYS split on single spaces, empty tokens dropped (what the index dispatcher indexes)."""
-        raw = self.properties.get(PROPERTY_KEYS)
+        p = self._properties_slot  # type: ignore[attr-defined]
+        if p is not _UNPARSED:
+            raw = p.get(PROPERTY_KEYS)
+        else:  # as in tags
+            head, key, value = self.properties_raw.rpartition(_KEYS_KEY)
+            if key and (not head or head[-1] == 2) and (value := value.partition(b"\x02")[0]):
+                raw = value.decode("utf-8", "replace")
+            else:
+                raw = _raw_property_value(self.properties_raw, _KEYS_KEY) if key else None
         if not raw:
             return []
-        return [k for k in raw.split(KEY_SEPARATOR) if k]
+        keys = raw.split(KEY_SEPARATOR)
+        return [k for k in keys if k] if "" in keys else keys
 
     @property
     def uniq_key(self) -> str | None:
-        return self.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        p = self._properties_slot  # type: ignore[attr-defined]
+        if p is _UNPARSED:
+            return _raw_property_value(self.properties_raw, _UNIQ_KEY_KEY)
+        return p.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
 
     @property
     def msg_id(self) -> str:
@@ -278,7 +307,89 @@ class MessageRecord:
         return d
 
 
+_split = str.split
+_NAME_VALUE = repeat(NAME_VALUE_SEPARATOR)  # endless: shared by every map() below
+_MAXSPLIT_1 = repeat(1)
+
+
+class _Unparsed:
+    """Type of :data:`_UNPARSED`, what a decoder stores in the ``properties`` slot to defer it."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<properties not parsed yet>"
+
+    def __reduce__(self) -> str:
+        return "_UNPARSED"  # a singleton, should one ever be pickled
+
+
+_UNPARSED = _Unparsed()
+
+
+class _LazyProperties:
+    """``MessageRecord.properties``: a data descriptor over the field's own slot.
+
+    A decoder may store :data:`_UNPARSED` in the slot; the first read parses ``properties_raw``
+    (:func:`decode_properties`, Java's rules) and stores the dict in the slot, so every read
+    (attribute access, the dataclass ``__eq__``/``__repr__``/``__hash__``/``__getstate__``,
+    ``replace``, ``asdict``) sees a ``dict``. Writes go to the slot: the frozen ``__setattr__``
+    still refuses them, ``__init__``/``__setstate__`` (``object.__setattr__``) reach it. Two
+    threads parsing at once store equal dicts.
+    """
+
+    __slots__ = ("_delete", "_set")
+
+    def __init__(self, slot: Any) -> None:
+        self._set, self._delete = slot.__set__, slot.__delete__
+
+    def __get__(self, obj: MessageRecord | None, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        p = obj._properties_slot  # type: ignore[attr-defined]
+        if p is not _UNPARSED:
+            return p
+        raw = obj.properties_raw
+        if raw:  # decode_properties(raw), its fast path inlined: a third less on a 4-pair record
+            parts = raw.decode("utf-8", "replace").split(PROPERTY_SEPARATOR)
+            if not parts[-1]:
+                parts.pop()
+            try:
+                p = dict(map(_split, parts, _NAME_VALUE, _MAXSPLIT_1))
+            except ValueError:  # a part without 0x01
+                p = decode_properties(raw)
+            else:
+                if len(p) != len(parts) or "" in p or "" in p.values():
+                    p = decode_properties(raw)
+        else:
+            p = {}
+        self._set(obj, p)
+        return p
+
+    def __set__(self, obj: MessageRecord, value: dict[str, str]) -> None:
+        self._set(obj, value)
+
+    def __delete__(self, obj: MessageRecord) -> None:
+        self._delete(obj)
+
+
+# The slot's own member descriptor stays reachable as ``_properties_slot`` (a C-level read of the
+# raw slot for tags/keys/uniq_key); ``properties`` becomes the lazy descriptor over it.
+MessageRecord._properties_slot = MessageRecord.__dict__["properties"]  # type: ignore[attr-defined]
+MessageRecord.properties = _LazyProperties(MessageRecord.__dict__["properties"])  # type: ignore[assignment,misc]
+_TAGS_KEY = PROPERTY_TAGS.encode() + b"\x01"
+_KEYS_KEY = PROPERTY_KEYS.encode() + b"\x01"
+_UNIQ_KEY_KEY = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode() + b"\x01"
+
 _new_message_record = fast_constructor(MessageRecord)
+# The same unfrozen twin as fast_constructor's, for _decode to build and re-label a record inline
+# (one Python call less per record); the probe fails at import if CPython refuses the layout.
+_RecordBuilder = make_dataclass(
+    "_RecordBuilder", [(f.name, f.type) for f in fields(MessageRecord)], slots=True
+)
+if _RecordBuilder.__slots__ != MessageRecord.__slots__:  # type: ignore[attr-defined]
+    raise TypeError("MessageRecord: builder slots differ")
+object.__new__(_RecordBuilder).__class__ = MessageRecord
 
 
 # --- decoding --------------------------------------------------------------------------------
@@ -309,9 +420,6 @@ _V6_HOSTS = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
 # The 88-byte head with each IPv4 host kept as its raw 8 bytes (ip + port): one cached lookup
 # turns them into the (ip string, port) tuple.
 _unpack_v4v4_raw_hosts = struct.Struct(">iiiiiqqiq8sq8siqi").unpack_from
-_split = str.split
-_NAME_VALUE = repeat(NAME_VALUE_SEPARATOR)  # endless: shared by every map() below
-_MAXSPLIT_1 = repeat(1)
 
 
 def _decode(
@@ -321,8 +429,8 @@ def _decode(
     every mapped-file read hands out), V1 or V2, two IPv4 hosts, every field consistent.
 
     One struct call for the 88-byte head, lengths read by indexing, ``tobytes`` copies (about 3x
-    cheaper than ``bytes(view)``) and the properties split inline (the fast path of
-    :func:`decode_properties`). It returns only a record every check of the exact decoder
+    cheaper than ``bytes(view)``) and the properties left unparsed (:class:`_LazyProperties`
+    parses them on first access). It returns only a record every check of the exact decoder
     accepts -- TOTALSIZE equal to what the lengths imply, no length negative, topic valid UTF-8,
     CRC when asked -- and hands anything else (blank, end of data, IPv6, damage, other buffer
     types) to :func:`_decode_exact`, which decides and names the error. Equivalence:
@@ -343,55 +451,41 @@ def _decode(
     ):
         return _decode_exact(buf, offset, limit, check_crc, allow_v2, file)
     pos = offset + 88 + body_len  # TOPICLENGTH: inside the record (total >= 91 + body_len)
+    body = buf[offset + 88 : pos].tobytes()
+    if check_crc and (_crc32(body) & 0x7FFFFFFF) != crc:  # body_crc(): crc32 of b"" is 0 as well
+        return _decode_exact(buf, offset, limit, check_crc, allow_v2, file)
+    # The rest of the record, TOPICLENGTH .. PROPERTIES, in one copy (>= 3 bytes, see above):
+    # bytes index and slice cheaper than the view's.
+    tail = buf[pos : offset + total].tobytes()
     if magic == MESSAGE_MAGIC_CODE_V1:
-        topic_len = buf[pos]
-        pos += 1
-        fixed = 91  # 88 + TL 1 + PL 2
+        topic_len = tail[0]
+        pos = 1
         if topic_len > MAX_TOPIC_LENGTH_V1:  # a negative signed byte
             return _decode_exact(buf, offset, limit, check_crc, allow_v2, file)
     else:
-        if total < 92 + body_len:
+        if len(tail) < 4:
             return _decode_exact(buf, offset, limit, check_crc, allow_v2, file)
-        topic_len = buf[pos] << 8 | buf[pos + 1]
-        pos += 2
-        fixed = 92
+        topic_len = tail[0] << 8 | tail[1]
+        pos = 2
         if topic_len > MAX_TOPIC_LENGTH_V2:
             return _decode_exact(buf, offset, limit, check_crc, allow_v2, file)
     props_at = pos + topic_len
-    if total < fixed + body_len + topic_len:  # PROPERTIESLENGTH would lie past the record
+    if len(tail) < props_at + 2:  # PROPERTIESLENGTH would lie past the record
         return _decode_exact(buf, offset, limit, check_crc, allow_v2, file)
-    props_len = buf[props_at] << 8 | buf[props_at + 1]
-    if total != fixed + body_len + topic_len + props_len:  # also rejects a negative short
+    # TOTALSIZE == what the lengths imply (also rejects a negative short)
+    if len(tail) != props_at + 2 + (tail[props_at] << 8 | tail[props_at + 1]):
         return _decode_exact(buf, offset, limit, check_crc, allow_v2, file)
     try:
-        topic = buf[pos:props_at].tobytes().decode()
+        topic = tail[pos:props_at].decode()
     except UnicodeDecodeError:
         return _decode_exact(buf, offset, limit, check_crc, allow_v2, file)
-    body = buf[offset + 88 : offset + 88 + body_len].tobytes()
-    if check_crc and (_crc32(body) & 0x7FFFFFFF) != crc:  # body_crc(): crc32 of b"" is 0 as well
-        return _decode_exact(buf, offset, limit, check_crc, allow_v2, file)
-    if props_len:
-        props_at += 2
-        props_raw = buf[props_at : props_at + props_len].tobytes()
-        text = props_raw.decode("utf-8", "replace")
-        parts = text.split(PROPERTY_SEPARATOR)
-        if not parts[-1]:
-            parts.pop()
-        try:
-            properties = dict(map(_split, parts, _NAME_VALUE, _MAXSPLIT_1))
-        except ValueError:  # a part without 0x01
-            properties = decode_properties(text)
-        else:
-            if len(properties) != len(parts) or "" in properties or "" in properties.values():
-                properties = decode_properties(text)
-    else:
-        props_raw = b""
-        properties = {}
-    return _new_message_record(
+    rec = _RecordBuilder(
         total, magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts,
         _hosts_get(born_host) or _host4(born_host), store_ts, _hosts_get(store_host) or _host4(store_host),
-        reconsume, prepared, body, topic, properties, props_raw,
+        reconsume, prepared, body, topic, _UNPARSED, tail[props_at + 2 :],
     )  # fmt: skip
+    rec.__class__ = MessageRecord  # what _new_message_record does, inlined
+    return rec
 
 
 # raw 8-byte IPv4 host field -> (ip, port): a plain dict (a store sees few distinct hosts; a

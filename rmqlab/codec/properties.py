@@ -35,11 +35,15 @@ __all__ = [
     "encode_properties",
     "java_hashmap_capacity",
     "java_hashmap_order",
+    "property_value",
+    "raw_property_value",
     "trailing_separator_for",
 ]
 
 _VERSIONS = ("4.9.8", "5.3.3")
 _split = str.split
+_NAME_VALUE = repeat(NAME_VALUE_SEPARATOR)  # endless: shared by every map() in decode_properties
+_MAXSPLIT_1 = repeat(1)
 
 
 def encode_properties(props: Mapping[str, str | None], *, trailing_separator: bool = True) -> bytes:
@@ -76,7 +80,7 @@ def decode_properties(data: bytes | bytearray | memoryview | str) -> dict[str, s
     if not parts[-1]:
         parts.pop()
     try:
-        fast = dict(map(_split, parts, repeat(NAME_VALUE_SEPARATOR), repeat(1)))
+        fast = dict(map(_split, parts, _NAME_VALUE, _MAXSPLIT_1))
     except ValueError:  # a part without 0x01
         pass
     else:
@@ -89,6 +93,48 @@ def decode_properties(data: bytes | bytearray | memoryview | str) -> dict[str, s
             if 0 < kv < len(part) - 1:
                 out[part[:kv]] = part[kv + 1 :]
     return out
+
+
+def property_value(data: bytes | bytearray | memoryview | str, name: str) -> str | None:
+    """``decode_properties(data).get(name)`` without building the map (a reader asking for TAGS
+    or KEYS only): the value of the *last* well-formed pair named ``name``.
+
+    Pairs are matched on the raw bytes: a pair starts at byte 0 or just after a 0x02, so
+    ``name 0x01`` there starts it, and it counts (Java) iff its value, up to the next 0x02, is
+    non-empty. Separators and an ASCII name are single bytes whatever else the UTF-8 holds, so
+    the positions agree with the decoded string; only the value found is decoded. Names that are
+    empty, non-ASCII or hold a separator, and ``str`` input, go through :func:`decode_properties`.
+    """
+    plain = name and name.isascii() and NAME_VALUE_SEPARATOR not in name and PROPERTY_SEPARATOR not in name
+    if plain and isinstance(data, bytes):
+        return raw_property_value(data, name.encode() + b"\x01")
+    return decode_properties(data).get(name)
+
+
+def raw_property_value(data: bytes, key: bytes) -> str | None:
+    """:func:`property_value` for a pre-encoded ``key`` = ASCII name + ``b"\\x01"`` (the hot path;
+    the name must be non-empty and hold no separator). Matches of ``key`` cannot overlap (only
+    its last byte is 0x01), so searching left of a rejected match misses none."""
+    head, found, value = data.rpartition(key)
+    if not found:
+        return None
+    if not head or head[-1] == 2:  # the common case: the last match starts a pair
+        value = value.partition(b"\x02")[0]
+        if value:
+            return value.decode("utf-8", "replace")
+    end = len(head)
+    while True:
+        i = data.rfind(key, 0, end)
+        if i < 0:
+            return None
+        if i == 0 or data[i - 1] == 2:  # 0x02: the pair starts here
+            v = i + len(key)
+            j = data.find(b"\x02", v)
+            if j < 0:
+                j = len(data)
+            if j > v:
+                return data[v:j].decode("utf-8", "replace")
+        end = i
 
 
 def java_hashmap_capacity(max_size: int, initial_capacity: int = 16) -> int:

@@ -259,8 +259,14 @@ class CommitLog:
 
     # ------------------------------------------------------------------ reading
     def get_message(self, offset: int, size: int) -> SelectMappedBufferResult | None:
-        """``size`` bytes at absolute ``offset``, or None when not (or no longer) there."""
-        mf = self.mapped_file_queue.find_mapped_file_by_offset(offset, offset == 0)
+        """``size`` bytes at absolute ``offset``, or None when not (or no longer) there.
+
+        RocketMQ looks offset 0 up with ``returnFirstOnNotFound``: once the first file is deleted
+        it reads position 0 of the first *remaining* file, i.e. another message (a consumer at
+        queue offset 0 gets FOUND and the wrong bytes; ``lookMessageByOffset(0)`` decodes the
+        wrong record). rmqlab answers "no longer there", as RocketMQ does for any other offset.
+        """
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(offset)
         if mf is None:
             return None
         return mf.select_mapped_buffer(offset % self.file_size, size)
@@ -268,7 +274,7 @@ class CommitLog:
     def select_from(self, offset: int) -> SelectMappedBufferResult | None:
         """From absolute ``offset`` to the read position of its file, found as ``get_message``
         finds it; ``get_message(offset, size)`` is this when ``size`` fits in the result."""
-        mf = self.mapped_file_queue.find_mapped_file_by_offset(offset, offset == 0)
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(offset)
         if mf is None:
             return None
         return mf.select_mapped_buffer(offset % self.file_size)
@@ -282,8 +288,9 @@ class CommitLog:
 
     def look_message(self, offset: int) -> MessageRecord | None:
         """Decode the record starting at absolute ``offset`` (its size read from TOTALSIZE), with
-        one file reference held; None when no whole record is readable there."""
-        mf = self.mapped_file_queue.find_mapped_file_by_offset(offset, offset == 0)
+        one file reference held; None when no whole record is readable there (offset 0 after
+        the first file was deleted included: see :meth:`get_message`)."""
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(offset)
         if mf is None:
             return None
         sel = mf.select_mapped_buffer(offset % self.file_size)

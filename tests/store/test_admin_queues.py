@@ -154,3 +154,25 @@ def test_refused_on_a_shut_down_store(tmp_path: Path) -> None:
         store.delete_topics(["A"])
     with pytest.raises(RmqlabError, match="cannot clean expired consume queues"):
         store.clean_expired_consumer_queue()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_offset_zero_after_the_first_file_is_deleted_is_removed_not_another_message(
+    tmp_path: Path, version: str
+) -> None:
+    """RocketMQ reads phy offset 0 with ``returnFirstOnNotFound``: after file 0 is deleted it
+    returns the first remaining file's first message. rmqlab says the message was removed."""
+    with open_store(tmp_path, version) as store:
+        put(store, "Old", 1)  # the record at physical offset 0
+        put(store, "New", 400)
+        store.wait_dispatched()
+        assert store.look_message_by_offset(0).topic == "Old"
+        min_phy = delete_old_commit_log_files(store, keep=2)
+        first_remaining = store.look_message_by_offset(min_phy)
+        assert first_remaining.topic == "New"
+        with store.get_message("g", "Old", 0, 0, 32) as got:
+            assert got.status is GetMessageStatus.MESSAGE_WAS_REMOVING
+            assert got.messages == []
+            assert got.next_begin_offset == 1
+        assert store.look_message_by_offset(0) is None
+        assert store.commit_log.get_message(0, 100) is None

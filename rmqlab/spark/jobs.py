@@ -211,13 +211,36 @@ def load_inputs(spark: SparkSession, stores: list[str], *, options: dict[str, st
              .withColumnRenamed("store_path", "store").persist(level))
     return AuditInputs(
         records, units, items,
-        spark.createDataFrame(files, _FILES_SCHEMA), spark.createDataFrame(queues, _QUEUES_SCHEMA),
-        spark.createDataFrame(rows, _STORES_SCHEMA), spark.createDataFrame(driver, schemas.finding_schema()),
+        _local(spark, files, _FILES_SCHEMA), _local(spark, queues, _QUEUES_SCHEMA),
+        _local(spark, rows, _STORES_SCHEMA), _local(spark, driver, schemas.finding_schema()),
         misaligned=[r[0] for r in rows if not r[-1]], log_bytes=log_bytes, store_rows=rows,
     )
 
 
 # ------------------------------------------------------------------------------------ helpers
+#: driver tables of at most this many rows become local relations (:func:`_local`)
+LOCAL_TABLE_ROWS = 2000
+
+
+def _local(spark: SparkSession, rows: list[Any], schema: StructType) -> DataFrame:
+    """A small driver table as a local relation (an inline ``VALUES`` table with bound parameters).
+
+    ``createDataFrame`` parallelizes a list into an RDD, so every broadcast or scan of it runs a
+    Spark job (a few hundred ms each, ~15 per audit); a local relation is broadcast from the
+    driver without one. Larger tables (many files or queues) keep ``createDataFrame``: parsing
+    thousands of parameters would cost more than the job."""
+    rows = [tuple(r) for r in rows]
+    if len(rows) > LOCAL_TABLE_ROWS:
+        return spark.createDataFrame(rows, schema)
+    names = [f"c{i}" for i in range(len(schema.fields))]
+    cells = rows or [(None,) * len(names)]
+    args = {f"p{r}_{c}": v for r, row in enumerate(cells) for c, v in enumerate(row)}
+    values = ", ".join("(" + ", ".join(f":p{r}_{c}" for c in range(len(names))) + ")" for r in range(len(cells)))
+    df = spark.sql(f"SELECT * FROM VALUES {values} AS t({', '.join(names)})", args=args)
+    df = df.select(*[F.col(n).cast(f.dataType).alias(f.name) for n, f in zip(names, schema.fields, strict=True)])
+    return df if rows else df.where(F.lit(False))
+
+
 def _finding(df: DataFrame, severity: str, kind: str | Column, file: Column | str, offset: Column | str,
              message: Column, keep: tuple[str, ...] = ()) -> DataFrame:
     """Select the finding columns (plus ``keep`` columns, for ordering and capping)."""
@@ -281,11 +304,12 @@ def _all(cs: list[Column]) -> Column:
 
 
 def _in_files(df: DataFrame, offset: str, walks: DataFrame, stores: DataFrame,
-              misaligned: list[str] | None = None) -> DataFrame:
+              misaligned: list[str] | None = None, how: str = "inner") -> DataFrame:
     """Rows of ``df`` whose ``offset`` column falls in a CommitLog file's range, with that file's
     ``log_file``, ``base``, ``hi`` and walk ``end``. Where every file name of a store is a multiple
     of its file size, the file is ``offset - offset % file_size``: an equi-join with the (small,
-    broadcast) walks; stores with a misaligned file name take the range join."""
+    broadcast) walks; stores with a misaligned file name take the range join. ``how="left"``
+    keeps the other rows too, with a null ``log_file``."""
     w = walks.select("store", F.col("file").alias("log_file"), "base", "hi", "end")
     o = F.col(offset)
     misaligned = misaligned or []
@@ -293,11 +317,11 @@ def _in_files(df: DataFrame, offset: str, walks: DataFrame, stores: DataFrame,
     if misaligned:
         wr = F.broadcast(w.where(F.col("store").isin(misaligned)).withColumnRenamed("store", "_s"))
         parts.append(df.where(F.col("store").isin(misaligned)).join(
-            wr, (F.col("store") == F.col("_s")) & (o >= F.col("base")) & (o < F.col("hi"))).drop("_s"))
+            wr, (F.col("store") == F.col("_s")) & (o >= F.col("base")) & (o < F.col("hi")), how).drop("_s"))
     sizes = F.broadcast(stores.where(F.col("aligned") == 1).select("store", "file_size"))
     d = df.where(~F.col("store").isin(misaligned)) if misaligned else df
     parts.append(d.join(sizes, "store").withColumn("base", o - F.pmod(o, F.col("file_size")))
-                 .join(F.broadcast(w), ["store", "base"]).drop("file_size"))
+                 .join(F.broadcast(w), ["store", "base"], how).drop("file_size"))
     return parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
 
 
@@ -367,18 +391,71 @@ def pointers(units: DataFrame, items: DataFrame, walks: DataFrame, stores: DataF
     """Every CQ unit (``kind = 'cq'``, pre-blank ones included) and index item (``'ix'``) that
     points into a CommitLog file, as one frame keyed by the ``offset`` it points at, with the
     file's walk ``end``: one side of the single join with the records."""
+    return _located(units, items, walks, stores, misaligned, "inner")
+
+
+def _located(units: DataFrame, items: DataFrame, walks: DataFrame, stores: DataFrame,
+             misaligned: list[str] | None = None, how: str = "left") -> DataFrame:
+    """:func:`pointers`' rows; ``how="left"``: every unit and item, those in no CommitLog file with
+    a null ``log_file`` and ``end``, plus the store's ``log_start`` and ``log_end`` (what
+    :func:`_edges` reads: one frame for the joins and the outside/past-end checks)."""
+    extra = ["log_start", "log_end"] if how == "left" else []
+    s = F.broadcast(stores.select("store", "log_start", "log_end"))
+
     def typed(df: DataFrame, names: dict[str, Column]) -> DataFrame:
         cols = []
         for c in _POINTER_COLS:
             e = names.get(c, F.col(c) if c in df.columns else F.lit(None))
             cols.append((e.cast(_POINTER_TYPES[c]) if c in _POINTER_TYPES else e).alias(c))
-        return df.select(*cols)
+        return (df.join(s, "store") if extra else df).select(*cols, *extra)
 
-    u = _in_files(units, "commit_log_offset", walks, stores, misaligned)
+    u = _in_files(units, "commit_log_offset", walks, stores, misaligned, how)
     cq = typed(u, {"offset": F.col("commit_log_offset"), "kind": F.lit("cq")})
-    it = _in_files(items, "phy_offset", walks, stores, misaligned)
+    it = _in_files(items, "phy_offset", walks, stores, misaligned, how)
     ix = typed(it, {"offset": F.col("phy_offset"), "kind": F.lit("ix"), "position": _item_position()})
     return cq.unionByName(ix)
+
+
+def _edges(located: DataFrame) -> DataFrame:
+    """:func:`outside_log`'s findings and the past-walk-end ones of :func:`cq_to_log` and
+    :func:`index_to_log`, from one aggregation of :func:`_located` (was four, each re-reading
+    units or items). Groups as theirs: per queue (units) or index file (items), and side
+    (``before``/``after`` the log; ``past``: per CommitLog file, at or past its walk end)."""
+    o, kind = F.col("offset"), F.col("kind")
+    ix = kind == "ix"
+    out_side = F.when(o < F.col("log_start"), "before").when(o >= F.col("log_end"), "after")
+    past = F.when(F.col("log_file").isNotNull() & (o >= F.col("end")), "past")
+    rows = located.where((ix | (F.col("size") != _PRE_BLANK)) & (out_side.isNotNull() | past.isNotNull())).select(
+        "*", F.explode(F.array_compact(F.array(out_side, past))).alias("_side"))
+    is_past = F.col("_side") == "past"
+    g = rows.select(
+        "store", "kind", "_side", "topic", "queue_id", "log_start", "log_end", "file", "position",
+        F.when(ix, F.col("file")).alias("_gfile"), F.when(is_past, F.col("log_file")).alias("_lf"),
+        F.when(is_past, F.col("end")).alias("_end"),
+        F.when(ix, F.col("item_no").cast("long")).otherwise(F.col("queue_offset")).alias("_ord"))
+    a = g.groupBy("store", "kind", "_side", "topic", "queue_id", "log_start", "log_end", "_gfile", "_lf", "_end").agg(
+        F.count(F.lit(1)).alias("_n"), F.min("_ord").alias("_ord"), F.min_by("file", "_ord").alias("file"),
+        F.min_by("position", "_ord").alias("position"))
+    side, n = F.col("_side"), F.col("_n")
+    cq, before, after = kind == "cq", side == "before", side == "after"
+    message = (
+        F.when(cq & before, F.format_string(
+            "%s: %d unit(s) point before the first CommitLog file (%d); their files were cleaned up", _qname(), n,
+            F.col("log_start")))
+        .when(cq & after, F.format_string("%s: %d unit(s) point past the last CommitLog file (end %d)", _qname(), n,
+                                          F.col("log_end")))
+        .when(cq, F.format_string(
+            "%s: %d unit(s) from queue offset %d point at or past %d, where the readable log of this file ends",
+            _qname(), n, F.col("_ord"), F.col("_end")))
+        .when(before, F.format_string("%d item(s) point before the first CommitLog file (%d)", n, F.col("log_start")))
+        .when(after, F.format_string("%d item(s) point past the last CommitLog file (end %d)", n, F.col("log_end")))
+        .otherwise(F.format_string("%d item(s) point at or past %d, where the readable log of this file ends", n,
+                                   F.col("_end"))))
+    return a.select(
+        F.when(before, "info").otherwise("error").alias("severity"),
+        F.when(cq, F.when(before, "cq_units_before_log_start").otherwise("cq_units_past_log_end"))
+        .otherwise(F.when(before, "index_items_before_log_start").otherwise("index_items_past_log_end")).alias("kind"),
+        "store", "file", F.col("position").cast("long").alias("offset"), message.alias("message"))
 
 
 _R_COLS = ["r_file", "r_topic", "r_qid", "r_qo", "r_size", "r_tags", "r_expects", "r_hashes"]
@@ -409,7 +486,7 @@ def suspects(records: DataFrame, ptrs: DataFrame) -> DataFrame:
         "store", "offset", F.lit("r").alias("kind"), F.col("file").alias("r_file"), F.col("topic").alias("r_topic"),
         F.col("queue_id").alias("r_qid"), F.col("queue_offset").alias("r_qo"), F.col("size").alias("r_size"),
         F.col("tags_code").alias("r_tags"), _expects_unit().alias("r_expects"), F.col("key_hashes").alias("r_hashes"))
-    p = ptrs.where(F.col("offset") < F.col("end"))
+    p = ptrs.where(F.col("offset") < F.col("end")).select(*_POINTER_COLS)
     u = p.unionByName(rec, allowMissingColumns=True)
     w = Window.partitionBy("store", "offset")
     spread = u.select(*[c for c in u.columns if c not in _R_COLS],
@@ -441,7 +518,13 @@ def _cq_to_log(sus: DataFrame, ptrs: DataFrame) -> tuple[DataFrame, DataFrame]:
     past_findings = _finding(past, "error", "cq_units_past_log_end", "file", "position", F.format_string(
         "%s: %d unit(s) from queue offset %d point at or past %d, where the readable log of this file ends",
         _qname(), F.col("_n"), F.col("queue_offset"), F.col("end")))
-    j = sus.where(real)
+    return past_findings, _cq_suspects(sus)
+
+
+def _cq_suspects(sus: DataFrame) -> DataFrame:
+    """The units among the suspects that point at no record or disagree with it, to cap."""
+    group = ["store", "log_file", "topic", "queue_id"]
+    j = sus.where((F.col("kind") == "cq") & (F.col("size") != _PRE_BLANK))
     checks = _cq_checks()
     what = F.concat_ws(", ", *[F.when(~c, F.lit(k)) for k, c in checks.items()])
     keep = ("log_file", "topic", "queue_id", "queue_offset", "_kr")
@@ -456,8 +539,8 @@ def _cq_to_log(sus: DataFrame, ptrs: DataFrame) -> tuple[DataFrame, DataFrame]:
             "tags %d)", _qname(), F.col("queue_offset"), F.col("offset"), what, F.col("size"),
             F.col("tags_code"), F.col("r_qo"), F.col("r_size"), F.col("r_tags")), keep)
     # verify lists a group's no-record units first, then its mismatches, each in queue order
-    return past_findings, _to_cap(no_rec.unionByName(mismatch), group, [F.col("_kr"), F.col("queue_offset")],
-                                  F.col("file"), F.col("offset"), "units")
+    return _to_cap(no_rec.unionByName(mismatch), group, [F.col("_kr"), F.col("queue_offset")], F.col("file"),
+                   F.col("offset"), "units")
 
 
 def index_to_log(sus: DataFrame, ptrs: DataFrame) -> DataFrame:
@@ -473,7 +556,13 @@ def _index_to_log(sus: DataFrame, ptrs: DataFrame) -> tuple[DataFrame, DataFrame
     past = _first_of(ptrs.where(ix & (F.col("offset") >= F.col("end"))), [*group, "end"], "item_no", ["position"])
     past_findings = _finding(past, "error", "index_items_past_log_end", "file", "position", F.format_string(
         "%d item(s) point at or past %d, where the readable log of this file ends", F.col("_n"), F.col("end")))
-    j = sus.where(ix)
+    return past_findings, _index_suspects(sus)
+
+
+def _index_suspects(sus: DataFrame) -> DataFrame:
+    """The items among the suspects that point at no record or at one without their key, to cap."""
+    group = ["store", "log_file", "file"]
+    j = sus.where(F.col("kind") == "ix")
     keep = ("log_file", "item_no")
     no_rec = _finding(j.where(F.col("r_topic").isNull()), "error", "index_item_no_record", "file", "position",
                       F.format_string("item %d points at %d, where no record starts", F.col("item_no"),
@@ -482,8 +571,7 @@ def _index_to_log(sus: DataFrame, ptrs: DataFrame) -> tuple[DataFrame, DataFrame
     wrong_key = _finding(wrong, "error", "index_item_wrong_key", "file", "position", F.format_string(
         "item %d (hash %d) points at the record at %d, which has no key with that hash", F.col("item_no"),
         F.col("key_hash"), F.col("offset")), keep)
-    return past_findings, _to_cap(no_rec.unionByName(wrong_key), group, [F.col("item_no")], F.col("file"),
-                                  F.col("offset"), "items")
+    return _to_cap(no_rec.unionByName(wrong_key), group, [F.col("item_no")], F.col("file"), F.col("offset"), "items")
 
 
 def log_to_cq(sus: DataFrame, units: DataFrame, queues: DataFrame, walks: DataFrame) -> DataFrame:
@@ -600,25 +688,24 @@ def audit_inputs(inputs: AuditInputs, *, check_crc: bool = False) -> tuple[DataF
     spark = inp.records.sparkSession
     w = file_walks(inp.records, inp.files)
     walk_rows = w.collect()
-    walks = spark.createDataFrame(walk_rows, w.schema)
-    local = spark.createDataFrame(walk_findings(walk_rows, inp.store_rows), schemas.finding_schema())
-    ptrs = pointers(inp.units, inp.items, walks, inp.stores, inp.misaligned)
-    sus = suspects(inp.records, ptrs).persist(StorageLevel.MEMORY_AND_DISK)
+    walks = _local(spark, walk_rows, w.schema)
+    local = _local(spark, walk_findings(walk_rows, inp.store_rows), schemas.finding_schema())
+    located = _located(inp.units, inp.items, walks, inp.stores, inp.misaligned)
+    sus = suspects(inp.records, located).persist(StorageLevel.MEMORY_AND_DISK)
     inp.derived.append(sus)
     parts = [
         inp.driver,
         local,
         damage_findings(inp.records, walks, check_crc=check_crc),
-        outside_log(inp.units, inp.items, inp.stores),
+        _edges(located),
+        _cap_all(_log_to_cq(sus, inp.units, inp.queues, walks).unionByName(_cq_suspects(sus))
+                 .unionByName(_index_suspects(sus))),
     ]
-    cq_plain, cq_cap = _cq_to_log(sus, ptrs)
-    ix_plain, ix_cap = _index_to_log(sus, ptrs)
-    parts += [cq_plain, ix_plain, _cap_all(_log_to_cq(sus, inp.units, inp.queues, walks).unionByName(cq_cap)
-                                           .unionByName(ix_cap))]
     findings = parts[0]
     for p in parts[1:]:
         findings = findings.unionByName(p)
-    findings = findings.orderBy("store", "file", "offset", "kind", "message")
+    # few rows: one partition sorted, not a range partitioning (which samples its input in a job of its own)
+    findings = findings.repartition(1).sortWithinPartitions("store", "file", "offset", "kind", "message")
     summary = findings.groupBy("store", "severity", "kind").agg(F.count(F.lit(1)).alias("findings")).orderBy(
         "store", "severity", "kind")
     return findings, summary

@@ -6,6 +6,7 @@ imported by ``import rmqlab``.
 
 from __future__ import annotations
 
+from rmqlab.codec.batch import MessageBatch
 from rmqlab.config import MessageStoreConfig
 from rmqlab.errors import (
     ConfigError,
@@ -28,6 +29,7 @@ __all__ = [
     "CorruptRecord",
     "InvalidTopic",
     "Message",
+    "MessageBatch",
     "MessageStore",
     "MessageStoreConfig",
     "NotAStore",

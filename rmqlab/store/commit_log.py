@@ -15,15 +15,19 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import struct
 import threading
 import zlib
 from collections.abc import Callable, Sequence
+from itertools import accumulate, chain, repeat
+from operator import add, and_
 from typing import TYPE_CHECKING
 
 from rmqlab.clock import Clock
 from rmqlab.codec import flags
 from rmqlab.codec._frozen import fast_constructor
+from rmqlab.codec.batch import MessageBatch
 from rmqlab.codec.crc import body_crc
 from rmqlab.codec.java_hash import java_hash
 from rmqlab.codec.message import (
@@ -109,6 +113,18 @@ _UNIQ = flags.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 _PH_KEYS = "\x00\x00rmqlab-keys\x00\x00"
 _PH_UNIQ = "\x00\x00rmqlab-uniq\x00\x00"
 _MAX_SHAPES = 4096
+_MAX_BATCH_TEMPLATES = 8
+_SEP1 = flags.NAME_VALUE_SEPARATOR
+_SEP2 = flags.PROPERTY_SEPARATOR
+_WAIT = flags.PROPERTY_WAIT_STORE_MSG_OK
+_TEMPLATE_NAMES = frozenset((_KEYS, _UNIQ, _WAIT, flags.PROPERTY_TAGS))
+_VALUE = "([^\x01\x02]+)"
+# TOTALSIZE, MAGICCODE, BODYCRC, QUEUEID, FLAG, QUEUEOFFSET, PHYSICALOFFSET: what differs per record
+_HEAD_PRE = struct.Struct(">iiiiiqq")
+_SHORT_PACK = struct.Struct(">h").pack
+_SEP11 = "\x01\x01"  # joins many properties strings: no template and no record's properties hold it
+_SEP11B = b"\x01\x01"
+_HEAD_WITH_MIDDLE: dict[int, struct.Struct] = {}
 _crc32 = zlib.crc32
 
 
@@ -168,6 +184,28 @@ class _Shape:
         return key
 
 
+class _BatchTemplate:
+    """A client properties string layout seen in a :class:`MessageBatch`, for messages of one
+    :class:`_Shape` (``shape``). Its regex accepts exactly the strings of this layout whose KEYS
+    and UNIQ_KEY values are clean (non-empty, no 0x01 or 0x02): ``match`` is its ``fullmatch``,
+    ``findall`` finds it in many strings at once. Groups: (KEYS, UNIQ_KEY) in wire order
+    (``uniq_first`` when UNIQ_KEY comes first); without KEYS, ("", UNIQ_KEY). ``literal`` is the
+    length of a matching string without the two values."""
+
+    __slots__ = ("findall", "literal", "match", "shape", "uniq_first")
+
+    def __init__(self, pattern: re.Pattern[str], shape: _Shape, uniq_first: bool, literal: int) -> None:
+        self.match = pattern.fullmatch
+        self.findall = pattern.findall
+        self.shape = shape
+        self.uniq_first = uniq_first
+        self.literal = literal
+
+
+def _no_match(text: str) -> None:
+    return None
+
+
 class CommitLog:
     """The store's single log. ``topic_queue_table`` maps ``"topic-queueId"`` to the next queue
     offset (4.9.8 keeps it here; the store rebuilds it from the consume queues at load)."""
@@ -206,6 +244,8 @@ class CommitLog:
         self._uniq_prefix: tuple[int, str] = (-1, "")
         # _Shape (or None: this shape always takes the exact path) per shape key; see put_message
         self._shapes: dict[tuple, _Shape | None] = {}
+        # per (topic, born host, sys flag): the _BatchTemplates MessageBatch puts matched lately
+        self._batch_templates: dict[tuple, list[_BatchTemplate]] = {}
         self.fast_path = True  # False: every put takes the exact reference path (tests compare both)
         self._max_message_size = config.max_message_size  # the config is frozen: read once
         self._max_record_size = config.max_record_size
@@ -612,12 +652,25 @@ class CommitLog:
             return None
         return mf
 
-    def put_messages(self, msgs: Sequence[Message]) -> PutMessageResult:
+    def put_messages(self, msgs: Sequence[Message] | MessageBatch) -> PutMessageResult:
         """Append a batch (one topic and queue) as consecutive records sharing one store time.
 
         Like RocketMQ's ``MessageExtBatch``: if the whole batch does not fit in the current
         file, none of it is written there; the batch body must be <= ``max_message_size``.
+        ``msgs`` is a list of messages or a producer-encoded :class:`MessageBatch`; the records
+        are the same either way (a MessageBatch the fast path cannot take is decoded into its
+        messages and put as a list).
         """
+        if msgs.__class__ is MessageBatch:
+            batch: MessageBatch = msgs  # type: ignore[assignment]
+            if self.fast_path and self.writeable and batch.rows:
+                try:
+                    result = self._put_message_batch(batch)
+                except (UnicodeDecodeError, TypeError):  # undecodable properties, unhashable host
+                    result = None
+                if result is not None:
+                    return result
+            msgs = self.batch_messages(batch)
         drawn: list[str] = []
         if self.fast_path and self.writeable and msgs:
             result = self._put_batch_fast(msgs, drawn)
@@ -733,6 +786,257 @@ class CommitLog:
         if self.on_put is not None:
             self.on_put(result.append_result)  # type: ignore[arg-type]
         return result
+
+    def _put_message_batch(self, batch: MessageBatch) -> PutMessageResult | None:
+        """:meth:`put_messages` for a producer-encoded :class:`MessageBatch`: per inner message
+        only what ``MessageExtBatchEncoder`` does, from the positions the batch computed once
+        (see :meth:`_encode_message_batch`), under one lock, then one file check, one copy of
+        the joined records into the file, one result. None (nothing written, no UNIQ_KEY drawn)
+        sends the batch to the list path, which then gives the answer."""
+        if batch.queue_id < 0 or batch.sys_flag & _TX_MASK:
+            return None
+        with self.put_lock:
+            # Encode for the end of the last file; if the batch must go to the next one
+            # (_fast_file rolls as the list path does), encode again for that position.
+            files = self.mapped_file_queue.mapped_files
+            mf = files[-1] if files else None
+            pos = mf.wrote_position if mf is not None else 0
+            qkey = f"{batch.topic}-{batch.queue_id}"
+            table = self.topic_queue_table
+            first_q = table.get(qkey, 0)
+            now = self.clock.now_ms()
+            enc = self._encode_message_batch(batch, mf.file_from_offset + pos if mf is not None else 0, first_q, now)
+            if enc is None:
+                return None
+            pieces, hints_new, total_all = enc
+            target = self._fast_file(total_all)
+            if target is None:
+                return None
+            if target is not mf or target.wrote_position != pos:
+                mf, pos = target, target.wrote_position
+                pieces, hints_new, total_all = self._encode_message_batch(  # type: ignore[misc]
+                    batch, mf.file_from_offset + pos, first_q, now
+                )
+            wrote = mf.file_from_offset + pos
+            mf.write_target[pos : pos + total_all] = b"".join(pieces)
+            hints = self.dispatch_hints
+            if len(hints) >= _MAX_DISPATCH_HINTS:
+                hints.clear()
+            hints.update(hints_new)
+            n = len(hints_new)
+            table[qkey] = first_q + n
+            mf.wrote_position = pos + total_all
+            mf.store_timestamp = now
+            if self.bus.active:
+                self.bus.publish(Appended("commitlog", mf.name, wrote, total_all, pos + total_all))
+        result = put_ok(wrote, total_all, ",".join(map(f"{self._msg_id_prefix}{{:016X}}".format, hints_new)), now,
+                        first_q, n)  # fmt: skip
+        if self.on_put is not None:
+            self.on_put(result.append_result)  # type: ignore[arg-type]
+        return result
+
+    def _encode_message_batch(
+        self, batch: MessageBatch, phys: int, q: int, now: int
+    ) -> tuple[list[bytes | memoryview], dict[int, DispatchHint], int] | None:
+        """Every record of ``batch`` for physical offset ``phys``, first queue offset ``q`` and
+        store time ``now``: ``(pieces to join, {offset: DispatchHint}, total bytes)``, or None
+        when the list path must answer.
+
+        The messages' client properties strings are matched against the templates of their
+        layouts (:class:`_BatchTemplate`): all at once with one ``findall`` over the strings
+        joined by 0x01 0x01 when they share the last layout seen (the usual case), else one by
+        one, in runs of one layout. A match proves the string is the template's with those
+        KEYS and UNIQ_KEY values; :meth:`_encode_run` does the rest."""
+        data = batch.body
+        mv = memoryview(data)
+        n = len(batch.flags)
+        tkey = (batch.topic, batch.born_host, batch.sys_flag)
+        tpls = self._batch_templates.get(tkey)
+        runs: list[tuple[_BatchTemplate, list[int] | None, Sequence[str], Sequence[str]]] | None = None
+        if tpls:
+            text = _SEP11B.join(map(mv.__getitem__, batch.properties_slices)).decode()
+            found = tpls[0].findall(text)
+            if len(found) == n:
+                # Matches cannot span a separator (no template holds 0x01 0x01), so n matches
+                # of total length len(text) - 2(n-1) are one full match per string.
+                w1, w2 = zip(*found, strict=True)
+                if sum(map(len, w1)) + sum(map(len, w2)) + n * tpls[0].literal == len(text) - 2 * (n - 1):
+                    runs = [(tpls[0], None, w1, w2)]
+        if runs is None:
+            runs = []
+            tpl = tpls[0] if tpls else None
+            for i, ps in enumerate(batch.properties_slices):
+                text = data[ps].decode()
+                m = tpl.match(text) if tpl is not None else None
+                if m is None:
+                    tpl = self._batch_template(batch, tkey, text)
+                    if tpl is None:
+                        return None
+                    m = tpl.match(text)
+                if not runs or runs[-1][0] is not tpl:
+                    runs.append((tpl, [], [], []))
+                g1, g2 = m.groups()  # type: ignore[union-attr]
+                runs[-1][1].append(i)  # type: ignore[union-attr]
+                runs[-1][2].append(g1)  # type: ignore[attr-defined]
+                runs[-1][3].append(g2)  # type: ignore[attr-defined]
+        pieces: list[bytes | memoryview] = []
+        hints: dict[int, DispatchHint] = {}
+        start = phys
+        body_sum = 0
+        born = batch.born_timestamp
+        for tpl, which, w1, w2 in runs:
+            done = self._encode_run(batch, mv, tpl, which, w1, w2, phys, q, now,
+                                    now if born is None else born, pieces, hints)  # fmt: skip
+            if done is None:
+                return None
+            phys, q, run_body = done
+            body_sum += run_body
+        if body_sum + 22 * n > self._max_message_size:  # the list path's batch body rule
+            return None
+        return pieces, hints, phys - start
+
+    def _encode_run(
+        self, batch: MessageBatch, mv: memoryview, tpl: _BatchTemplate, which: list[int] | None, w1: Sequence[str],
+        w2: Sequence[str], phys: int, q: int, now: int, born: int, pieces: list, hints: dict,
+    ) -> tuple[int, int, int] | None:  # fmt: skip
+        """The records of the messages ``which`` (None: all) of ``batch``, of ``tpl``'s layout,
+        ``w1``/``w2`` their match groups; appended to ``pieces`` and ``hints``. No Python statement
+        runs per message: every step is one C-level pass (``map``/``zip``/``join``) over the run:
+        the broker properties of all messages from the shape's segments (as the list path builds
+        them) in one string, encoded and split once; one CRC per body slice; heads packed with
+        a per-batch constant middle; the body with its length field (the wire format has it
+        just before the body) as a slice of the batch. Returns ``(next offset, next queue
+        offset, batch body bytes)``, or None when a record is too big."""
+        if which is None:
+            flags_, lengths, body_slices, lb_slices = (batch.flags, batch.body_lengths, batch.body_slices,
+                                                       batch.length_body_slices)  # fmt: skip
+        else:
+            flags_ = [batch.flags[i] for i in which]
+            lengths = [batch.body_lengths[i] for i in which]
+            body_slices = [batch.body_slices[i] for i in which]
+            lb_slices = [batch.length_body_slices[i] for i in which]
+        n = len(w1)
+        shape = tpl.shape
+        s0, s1, s2 = shape.seg0, shape.seg1, shape.seg2
+        ks, uniqs = (w2, w1) if tpl.uniq_first else (w1, w2)
+        a, b = (ks, uniqs) if shape.keys_first else (uniqs, ks)
+        text = "".join(chain.from_iterable(zip(repeat(s0), a, repeat(s1), b, repeat(s2 + _SEP11), strict=False)))
+        props = text.encode().split(_SEP11B)
+        if len(props) != n + 1:  # a separator inside a segment (no: see _batch_template); be sure
+            return None
+        props.pop()
+        plens = list(map(len, props))
+        fixed = shape.fixed
+        totals = list(map(fixed.__add__, map(add, lengths, plens)))
+        if max(plens) > _MAX_PROPERTIES_LENGTH or max(totals) > self._max_record_size:
+            return None
+        offsets = list(accumulate(totals, initial=phys))
+        end = offsets.pop()
+        queue_offsets = range(q, q + n)
+        mid, hpack = self._head_middle(shape, born, now, batch.reconsume_times)
+        crcs = map(and_, map(_crc32, map(mv.__getitem__, body_slices)), repeat(0x7FFFFFFF))
+        heads = map(hpack, totals, repeat(shape.magic), crcs, repeat(batch.queue_id), flags_, queue_offsets, offsets,
+                    repeat(mid))  # fmt: skip
+        pieces.extend(chain.from_iterable(zip(
+            heads, map(mv.__getitem__, lb_slices), repeat(shape.topic_tail), map(_SHORT_PACK, plens), props,
+            strict=False,
+        )))  # fmt: skip
+        keys = ks if ks[0] else repeat(None)  # a run's KEYS are all non-empty, or all "" (no KEYS)
+        dispatch = zip(repeat(batch.topic), repeat(batch.queue_id), repeat(shape.tags_code), keys, uniqs,
+                       repeat(shape.sys_flag), repeat(0), props, strict=False)  # fmt: skip
+        hints.update(zip(offsets, zip(totals, queue_offsets, repeat(now), repeat(shape.ts_pos), dispatch,
+                                      strict=False), strict=False))  # fmt: skip
+        return end, q + n, sum(lengths) + sum(plens)
+
+    def _head_middle(self, shape: _Shape, born: int, now: int, reconsume: int) -> tuple[bytes, Callable[..., bytes]]:
+        """The head bytes from SYSFLAG to PREPAREDTRANSACTIONOFFSET (the same for every record of
+        ``shape`` in one batch) and the pack function of the head up to them plus them."""
+        mid = b"".join((
+            _INT.pack(shape.sys_flag), _LONG.pack(born), shape.born_ip, _INT.pack(shape.born_port), _LONG.pack(now),
+            self._store_ip, _INT.pack(self.store_host[1]), _INT.pack(reconsume), _LONG.pack(0),  # type: ignore[arg-type]
+        ))  # fmt: skip
+        st = _HEAD_WITH_MIDDLE.get(len(mid))
+        if st is None:
+            st = _HEAD_WITH_MIDDLE[len(mid)] = struct.Struct(f"{_HEAD_PRE.format}{len(mid)}s")
+        return mid, st.pack
+
+    def _batch_template(self, batch: MessageBatch, tkey: tuple, text: str) -> _BatchTemplate | None:
+        """The template the client properties ``text`` of a message of ``batch`` matches: one of
+        those used lately for ``tkey`` (moved to the front), or a new one built from ``text``;
+        None when messages like this one take the list path (user properties, no UNIQ_KEY, an
+        odd WAIT, anything the exact parse would not read back as written)."""
+        tpls = self._batch_templates.setdefault(tkey, [])
+        for i, tpl in enumerate(tpls):
+            if tpl.match(text) is not None:
+                if i:
+                    tpls.insert(0, tpls.pop(i))
+                return tpl
+        if not text.endswith(_SEP2):
+            return None
+        values: dict[str, str] = {}
+        parts = text[:-1].split(_SEP2)
+        for part in parts:
+            name, sep, value = part.partition(_SEP1)
+            if not sep or not name or not value or _SEP1 in value or name in values:
+                return None
+            values[name] = value
+        if _UNIQ not in values or not values.keys() <= _TEMPLATE_NAMES or values.get(_WAIT) not in ("true", "false"):
+            return None
+        has_keys = _KEYS in values
+        tags = values.get(flags.PROPERTY_TAGS)
+        wait = values[_WAIT] == "true"
+        skey = (batch.topic, tags, batch.born_host, batch.sys_flag, wait, 0, not has_keys)
+        shape = self._shapes.get(skey, False)
+        if shape is False:
+            probe = Message(batch.topic, b"", tags=tags, keys=_PH_KEYS if has_keys else (), born_host=batch.born_host,
+                            sys_flag=batch.sys_flag, wait_store_msg_ok=wait)  # fmt: skip
+            shape = self._new_shape(skey, probe, _PH_KEYS if has_keys else "")
+        if shape is None or _SEP11 in f"{shape.seg0}x{shape.seg1}x{shape.seg2}" or shape.seg0.startswith(_SEP1) \
+                or (shape.seg2 or shape.seg1).endswith(_SEP1):  # a CLUSTER name with 0x01: see _encode_run
+            return None
+        pattern = [] if has_keys else ["()"]  # no KEYS: group 1 matches "" (the empty KEYS string)
+        order = []
+        for part in parts:
+            name = part.partition(_SEP1)[0]
+            if name in (_KEYS, _UNIQ):
+                order.append(name)
+                pattern.append(re.escape(name + _SEP1) + _VALUE + _SEP2)
+            else:
+                pattern.append(re.escape(part + _SEP2))
+        tpl = _BatchTemplate(re.compile("".join(pattern)), shape, order[0] == _UNIQ and has_keys,
+                             len(text) - len(values[_UNIQ]) - len(values.get(_KEYS, "")))  # fmt: skip
+        if len(tpls) >= _MAX_BATCH_TEMPLATES:
+            tpls.pop()
+        if len(self._batch_templates) >= _MAX_SHAPES:
+            self._batch_templates.clear()
+            self._batch_templates[tkey] = tpls
+        tpls.insert(0, tpl)
+        return tpl if tpl.match(text) is not None else None
+
+    def batch_messages(self, batch: MessageBatch) -> list[Message]:
+        """The messages a :class:`MessageBatch` carries, as the list path takes them: the batch
+        header's fields, each message's flag and body, and its properties map split back into
+        ``Message`` fields (TAGS, KEYS, UNIQ_KEY, a canonical DELAY and WAIT; the rest as user
+        properties, in wire order)."""
+        out = []
+        for flag, body, props in batch.entries():
+            tags = props.pop(flags.PROPERTY_TAGS, None)
+            keys = props.pop(_KEYS, ())
+            uniq = props.pop(_UNIQ, None)
+            wait = props.get(_WAIT)
+            if wait in ("true", "false"):
+                del props[_WAIT]
+            delay = props.get(flags.PROPERTY_DELAY_TIME_LEVEL, "")
+            level = int(delay) if delay.isdecimal() and delay.isascii() and str(int(delay)) == delay else 0
+            if level > 0:
+                del props[flags.PROPERTY_DELAY_TIME_LEVEL]
+            out.append(Message(
+                batch.topic, body, tags=tags, keys=keys, properties=props or None, queue_id=batch.queue_id,
+                flag=flag, born_host=batch.born_host, born_timestamp=batch.born_timestamp, sys_flag=batch.sys_flag,
+                reconsume_times=batch.reconsume_times, delay_time_level=level, wait_store_msg_ok=wait != "false",
+                uniq_key=uniq,
+            ))  # fmt: skip
+        return out
 
     def encode_batch(
         self, msgs: Sequence[Message], check: Callable[[Message], PutMessageResult | None] | None = None,

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rmqlab.clock import Clock, SystemClock
+from rmqlab.codec.batch import MessageBatch
 from rmqlab.codec.flags import BORNHOST_V6_FLAG, SCHEDULE_TOPIC
 from rmqlab.codec.message import MessageRecord, decode_message
 from rmqlab.codec.names import is_lmq_topic, is_system_topic
@@ -556,13 +557,18 @@ class MessageStore:
             self.stats.record_put(False, 0, 1, started)
         return result
 
-    def put_messages(self, msgs: Sequence[Message]) -> PutMessageResult:
-        """Append a batch of messages of one topic and queue."""
+    def put_messages(self, msgs: Sequence[Message] | MessageBatch) -> PutMessageResult:
+        """Append a batch of messages of one topic and queue: a list of messages, or a
+        producer-encoded :class:`~rmqlab.codec.batch.MessageBatch` (same records, less work)."""
         started = _perf_ns()
         if self.is_shutdown or not self.started:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason="store is not running")
-        if msgs and self.memory_store is not None and self._is_memory_topic(msgs[0].topic):
-            return self.memory_store.put_messages(msgs)
+        if msgs and self.memory_store is not None:
+            is_batch = msgs.__class__ is MessageBatch
+            if self._is_memory_topic(msgs.topic if is_batch else msgs[0].topic):  # type: ignore[union-attr,index]
+                return self.memory_store.put_messages(
+                    self.commit_log.batch_messages(msgs) if is_batch else msgs  # type: ignore[arg-type]
+                )
         result = self.commit_log.put_messages(msgs)
         if result.status is _PUT_OK:
             result = self._after_put(result)

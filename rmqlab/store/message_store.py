@@ -84,6 +84,7 @@ _LONG_MAX = 2**63 - 1
 _LONG_MIN = -(2**63)
 _CQ_UNIT = 20
 _CQ_UNIT_STRUCT = struct.Struct(">qiq")  # commit log offset, size, tags code
+_new_object = object.__new__  # StoredMessage built slot by slot in _scan (no __init__ call per message)
 _INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")
 
@@ -788,7 +789,8 @@ class MessageStore:
         if sel_cq is None:
             return GetMessageStatus.OFFSET_FOUND_NULL, self._correct(offset, cq.roll_next_file(offset))
         status = GetMessageStatus.NO_MATCHED_MESSAGE
-        next_phy_file_start = _LONG_MIN
+        found = GetMessageStatus.FOUND  # loop constants as locals
+        long_min = next_phy_file_start = _LONG_MIN
         max_phy_pulling = 0
         max_filter = max(16000, max_msg_nums * _CQ_UNIT)
         memory = self._memory_for_messages()
@@ -812,7 +814,7 @@ class MessageStore:
             window = min(sel_cq.size, max_filter) // _CQ_UNIT * _CQ_UNIT
             for off_py, size_py, tags_code in _CQ_UNIT_STRUCT.iter_unpack(buf[:window]):
                 max_phy_pulling = off_py
-                if next_phy_file_start != _LONG_MIN and off_py < next_phy_file_start:
+                if next_phy_file_start != long_min and off_py < next_phy_file_start:
                     consumed += 1
                     continue
                 if total and messages:  # _is_the_batch_full(size_py, max_msg_nums, total, count, in_disk)
@@ -831,29 +833,37 @@ class MessageStore:
                     consumed += 1
                     continue
                 # commit_log.get_message(off_py, size_py), served from one selection per file
-                if shared is None or not (sh_start <= off_py and off_py + size_py <= sh_end):
-                    if shared is not None:
-                        shared.release()
-                    shared = None
-                    sh_start = sh_end = 0
-                    sel = select(off_py)
-                    if sel is not None:
-                        shared = SharedSelection(sel)
-                        sh_start, sh_end, sh_buf = shared.start, shared.end, shared.buffer
-                holder: SharedSelection | SelectMappedBufferResult | None = shared
-                if shared is None or size_py < 0 or off_py + size_py > sh_end:
-                    holder = get(off_py, size_py)  # the exact rule for what a shared one can't serve
-                    if holder is None:
-                        if not messages:
-                            status = GetMessageStatus.MESSAGE_WAS_REMOVING
-                        next_phy_file_start = self.commit_log.roll_next_file(off_py)
-                        consumed += 1
-                        continue
-                    view = holder.buffer
-                else:
+                holder: SharedSelection | SelectMappedBufferResult | None
+                if sh_start <= off_py and off_py + size_py <= sh_end and size_py >= 0 and shared is not None:
+                    # the common case first, in one test: inside the current shared selection
                     a = off_py - sh_start
                     view = sh_buf[a : a + size_py]
                     shared._refs += 1  # shared.acquire()
+                    holder = shared
+                else:
+                    if shared is None or not (sh_start <= off_py and off_py + size_py <= sh_end):
+                        if shared is not None:
+                            shared.release()
+                        shared = None
+                        sh_start = sh_end = 0
+                        sel = select(off_py)
+                        if sel is not None:
+                            shared = SharedSelection(sel)
+                            sh_start, sh_end, sh_buf = shared.start, shared.end, shared.buffer
+                    holder = shared
+                    if shared is None or size_py < 0 or off_py + size_py > sh_end:
+                        holder = get(off_py, size_py)  # the exact rule for what a shared one can't serve
+                        if holder is None:
+                            if not messages:
+                                status = GetMessageStatus.MESSAGE_WAS_REMOVING
+                            next_phy_file_start = self.commit_log.roll_next_file(off_py)
+                            consumed += 1
+                            continue
+                        view = holder.buffer
+                    else:
+                        a = off_py - sh_start
+                        view = sh_buf[a : a + size_py]
+                        shared._refs += 1  # shared.acquire()
                 if message_filter is not None and not message_filter.is_matched_by_commit_log(view):
                     with contextlib.suppress(BufferError):
                         view.release()
@@ -862,10 +872,17 @@ class MessageStore:
                         status = GetMessageStatus.NO_MATCHED_MESSAGE
                     consumed += 1
                     continue
-                append(StoredMessage(holder, view, off_py, size_py))
+                # StoredMessage(holder, view, off_py, size_py), built without the __init__ call
+                m = _new_object(StoredMessage)
+                m._selection = holder
+                m.buffer = view
+                m.commit_log_offset = off_py
+                m.size = size_py
+                m._record = None
+                append(m)
                 total += size_py
-                status = GetMessageStatus.FOUND
-                next_phy_file_start = _LONG_MIN
+                status = found
+                next_phy_file_start = long_min
                 consumed += 1
         finally:
             result.buffer_total_size = total

@@ -1,0 +1,76 @@
+"""The get path's hot loop: messages built slot by slot, the one-test shared-selection case.
+
+``MessageStore._scan`` builds each ``StoredMessage`` without its ``__init__`` and serves a unit
+inside the current shared selection with one test; what it returns must be what the plain
+constructor and the exact ``CommitLog.get_message`` rule give, across file boundaries too.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rmqlab import MessageStore, MessageStoreConfig
+from rmqlab.clock import ManualClock
+from rmqlab.codec.message import MessageRecord, decode_message
+from rmqlab.store.message import Message
+from rmqlab.store.results import GetMessageStatus, StoredMessage
+
+TOPIC = "ScanTopic"
+
+
+def _store(root: Path, n: int) -> MessageStore:
+    config = MessageStoreConfig.small(str(root))
+    store = MessageStore.open(root, config, clock=ManualClock(), threaded=False)
+    rnd = random.Random(7)
+    for i in range(n):  # varied sizes: records end at varied places near each file's end
+        store.put_message(Message(TOPIC, bytes([i % 256]) * rnd.randrange(1, 3000), tags=f"t{i % 3}",
+                                  keys=[f"k{i}"]))
+    store.wait_dispatched(30)
+    return store
+
+
+def test_scan_builds_what_the_constructor_builds(tmp_path: Path) -> None:
+    store = _store(tmp_path / "s", 40)
+    try:
+        r = store.get_message("g", TOPIC, 0, 3, 16)
+        assert r.status is GetMessageStatus.FOUND
+        assert r.messages
+        for m in r.messages:
+            assert type(m) is StoredMessage
+            ref = StoredMessage(m._selection, m.buffer, m.commit_log_offset, m.size)
+            for name in StoredMessage.__slots__:  # every slot set, to what __init__ sets
+                assert getattr(m, name) is getattr(ref, name), name
+        r.release()
+    finally:
+        store.shutdown()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_get_message_across_files_matches_the_log(tmp_path_factory, data) -> None:  # type: ignore[no-untyped-def]
+    root = tmp_path_factory.mktemp("scan")
+    n = data.draw(st.integers(60, 150))
+    store = _store(root / "s", n)
+    try:
+        assert len(store.commit_log.mapped_file_queue.mapped_files) > 1  # gets cross file ends
+        for _ in range(5):
+            offset = data.draw(st.integers(0, n - 1))
+            want = data.draw(st.integers(1, 40))
+            with store.get_message("g", TOPIC, 0, offset, want) as r:
+                assert r.status is GetMessageStatus.FOUND
+                assert r.buffer_total_size == sum(m.size for m in r.messages)
+                for i, m in enumerate(r.messages):
+                    rec = m.decode()
+                    assert type(rec) is MessageRecord
+                    assert rec.queue_offset == offset + i
+                    assert rec.commit_log_offset == m.commit_log_offset
+                    assert rec.store_size == m.size
+                    assert rec.keys == [f"k{offset + i}"]
+                    assert rec == decode_message(bytes(m.buffer))
+                assert r.next_begin_offset == offset + len(r.messages)
+    finally:
+        store.shutdown()

@@ -385,6 +385,12 @@ class MappedFile:
         guarantee is the one a whole-mapping ``msync`` gives, without the kernel walking
         (and the journal committing for) a whole 1 GiB file each time. A read-only file never
         forces anything.
+
+        Safe to call from several threads at once (SYNC_FLUSH overlaps group-commit rounds):
+        each call forces from the flushed position it read -- a prefix already on disk -- to its
+        own read position, so its return alone proves everything below that is on disk, and the
+        flushed position only ever moves forward. It moves only once the force succeeded: a
+        failed ``msync`` must not let a later flush acknowledge the bytes it did not force.
         """
         if self.read_only:
             return self.flushed_position
@@ -393,8 +399,10 @@ class MappedFile:
                 value = self.read_position
                 try:
                     self._force_range(self.flushed_position, value)
+                    with self._lock:  # concurrent flushes (group commit): only ever move forward
+                        if value > self.flushed_position:
+                            self.flushed_position = value
                 finally:
-                    self.flushed_position = value
                     self.release()
             else:
                 self.flushed_position = self.read_position

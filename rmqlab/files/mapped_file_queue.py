@@ -320,16 +320,21 @@ class MappedFileQueue:
 
     def flush(self, flush_least_pages: int) -> bool:
         """Flush the file holding ``flushed_where``; True iff nothing moved. ``flush(0)`` records
-        that file's store timestamp as the queue's. One call never crosses into the next file."""
+        that file's store timestamp as the queue's. One call never crosses into the next file.
+        Calls may overlap in several threads (see ``MappedFile.flush``)."""
         where0 = self._flushed_where
         mf = self.find_mapped_file_by_offset(where0, where0 == 0)
         if mf is None:
             return True
         ts = mf.store_timestamp
         where = mf.file_from_offset + mf.flush(flush_least_pages)
-        self._flushed_where = where
-        if flush_least_pages == 0:
-            self._store_timestamp = ts
+        with self._lock:  # flushes may overlap (SYNC_FLUSH): the flushed offset never moves back
+            if where >= self._flushed_where:
+                self._flushed_where = where
+                if flush_least_pages == 0:
+                    self._store_timestamp = ts
+            else:
+                where = self._flushed_where
         moved = where != where0
         bus = self.bus
         if moved and bus is not None and bus.active:

@@ -257,6 +257,8 @@ class MessageStore:
         self.flush_commit_log: FlushRealTimeService | None = None
         if c.is_sync_flush:
             self.group_commit = GroupCommitService(mfq, self.checkpoint, c)
+            if self.threaded:
+                self.group_commit.wake = lambda: self.runner.wakeup("group_commit")
         else:
             self.flush_commit_log = FlushRealTimeService(mfq, self.checkpoint, c, self.clock)
         self.commit_service: CommitRealTimeService | None = None
@@ -583,10 +585,9 @@ class MessageStore:
             gc = self.group_commit
             gc.put_request(req)
             if self.threaded:
-                # Serve the queue here when no round is running (no hand-off to the service
-                # thread and back); else the service takes it after the running round.
-                if not gc.try_run_once():
-                    self.runner.wakeup("group_commit")
+                # Serve the queue here when a round slot is free (no hand-off to the service
+                # thread and back); else a round in flight takes it when it finishes.
+                gc.try_run_once(req)
                 status = req.wait(self.config.sync_flush_timeout)
             else:
                 gc.run_once()

@@ -417,9 +417,10 @@ def decode_message(
 
 
 _V6_HOSTS = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
-# The 88-byte head with each IPv4 host kept as its raw 8 bytes (ip + port): one cached lookup
-# turns them into the (ip string, port) tuple.
-_unpack_v4v4_raw_hosts = struct.Struct(">iiiiiqqiq8sq8siqi").unpack_from
+# The 88-byte head with each IPv4 host kept as its raw 8 bytes (ip + port) read as one unsigned
+# 64-bit int: one cached lookup turns it into the (ip string, port) tuple (an int key: no bytes
+# object to make and hash per host).
+_unpack_v4v4_raw_hosts = struct.Struct(">iiiiiqqiqQqQiqi").unpack_from
 
 
 def _decode(
@@ -488,14 +489,14 @@ def _decode(
     return rec
 
 
-# raw 8-byte IPv4 host field -> (ip, port): a plain dict (a store sees few distinct hosts; a
-# dict.get is cheaper than an lru_cache call with a bytes key), cleared if it ever grows large.
-_hosts: dict[bytes, tuple[str, int]] = {}
+# raw 8-byte IPv4 host field (as an unsigned big-endian int) -> (ip, port): a plain dict (a store
+# sees few distinct hosts; a dict.get is cheaper than an lru_cache call), cleared if it grows large.
+_hosts: dict[int, tuple[str, int]] = {}
 _hosts_get = _hosts.get
 
 
-def _host4(raw: bytes) -> tuple[str, int]:
-    ip, port = _HOST4.unpack(raw)
+def _host4(raw: int) -> tuple[str, int]:
+    ip, port = _HOST4.unpack(raw.to_bytes(8, "big"))
     if len(_hosts) >= 4096:
         _hosts.clear()
     host = _hosts[raw] = (_ip_str(ip), port)

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rmqlab.codec.flags import MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2
-from rmqlab.codec.message import _decode, _decode_exact, decode_message, encode_message
+from rmqlab.codec.message import MessageRecord, _decode, _decode_exact, decode_message, encode_message
 from rmqlab.errors import CorruptRecord, TruncatedRecord
 
 hosts = st.sampled_from([("10.0.0.7", 4242), ("127.0.0.1", 10911), ("::1", 9876), ("fe80::1", 1)])
@@ -138,3 +138,16 @@ def test_fast_path_fields(magic: int, monkeypatch: pytest.MonkeyPatch) -> None:
     assert r.uniq_key == "U"
     assert isinstance(r.body, bytes)
     assert isinstance(r.properties_raw, bytes)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ips=st.lists(st.ip_addresses(v=4).map(str), min_size=2, max_size=2),
+       ports=st.lists(st.integers(-(2**31), 2**31 - 1), min_size=2, max_size=2))
+def test_ipv4_hosts_through_the_host_cache(ips: list[str], ports: list[int]) -> None:
+    """Hosts are cached by their raw 8 bytes read as an unsigned int: any ip, any int port
+    (negative ones too) decodes as the exact decoder does, first time and from the cache."""
+    rec = encode_message(topic="T", body=b"b", born_host=(ips[0], ports[0]), store_host=(ips[1], ports[1]))
+    for _ in range(2):
+        got = same(memoryview(rec), 0, len(rec))
+        assert isinstance(got, MessageRecord)
+        assert (got.born_host, got.store_host) == ((ips[0], ports[0]), (ips[1], ports[1]))

@@ -246,6 +246,7 @@ class CommitLog:
         self._shapes: dict[tuple, _Shape | None] = {}
         # per (topic, born host, sys flag): the _BatchTemplates MessageBatch puts matched lately
         self._batch_templates: dict[tuple, list[_BatchTemplate]] = {}
+        self._msg_ids_format: dict[int, str] = {}  # per batch size: the msgIds' "%016X" format
         self.fast_path = True  # False: every put takes the exact reference path (tests compare both)
         self._max_message_size = config.max_message_size  # the config is frozen: read once
         self._max_record_size = config.max_record_size
@@ -663,7 +664,7 @@ class CommitLog:
         """
         if msgs.__class__ is MessageBatch:
             batch: MessageBatch = msgs  # type: ignore[assignment]
-            if self.fast_path and self.writeable and batch.rows:
+            if self.fast_path and self.writeable and batch.flags:
                 try:
                     result = self._put_message_batch(batch)
                 except (UnicodeDecodeError, TypeError):  # undecodable properties, unhashable host
@@ -788,82 +789,86 @@ class CommitLog:
         return result
 
     def _put_message_batch(self, batch: MessageBatch) -> PutMessageResult | None:
-        """:meth:`put_messages` for a producer-encoded :class:`MessageBatch`: per inner message
-        only what ``MessageExtBatchEncoder`` does, from the positions the batch computed once
-        (see :meth:`_encode_message_batch`), under one lock, then one file check, one copy of
-        the joined records into the file, one result. None (nothing written, no UNIQ_KEY drawn)
-        sends the batch to the list path, which then gives the answer."""
+        """:meth:`put_messages` for a producer-encoded :class:`MessageBatch`: what
+        ``MessageExtBatchEncoder`` does per inner message, in C-level passes over the batch.
+        Outside the lock everything that does not depend on where and when the records land
+        (:meth:`_prepare_message_batch`); under it one file check, the heads with their offsets
+        and store time, the hints, one copy of the joined records into the file; one result.
+        None (nothing written, no UNIQ_KEY drawn) sends the batch to the list path, which then
+        gives the answer."""
         if batch.queue_id < 0 or batch.sys_flag & _TX_MASK:
             return None
+        born = batch.born_timestamp
+        if born is None:
+            born = self.clock.now_ms()  # as the list path: "now" before the lock
+        prepared = self._prepare_message_batch(batch)
+        if prepared is None:
+            return None
+        runs, total_all = prepared
+        n = len(batch.flags)
         with self.put_lock:
-            # Encode for the end of the last file; if the batch must go to the next one
-            # (_fast_file rolls as the list path does), encode again for that position.
-            files = self.mapped_file_queue.mapped_files
-            mf = files[-1] if files else None
-            pos = mf.wrote_position if mf is not None else 0
+            mf = self._fast_file(total_all)
+            if mf is None:
+                return None
+            pos = mf.wrote_position
             qkey = f"{batch.topic}-{batch.queue_id}"
             table = self.topic_queue_table
-            first_q = table.get(qkey, 0)
+            q = first_q = table.get(qkey, 0)
             now = self.clock.now_ms()
-            enc = self._encode_message_batch(batch, mf.file_from_offset + pos if mf is not None else 0, first_q, now)
-            if enc is None:
-                return None
-            pieces, hints_new, total_all = enc
-            target = self._fast_file(total_all)
-            if target is None:
-                return None
-            if target is not mf or target.wrote_position != pos:
-                mf, pos = target, target.wrote_position
-                pieces, hints_new, total_all = self._encode_message_batch(  # type: ignore[misc]
-                    batch, mf.file_from_offset + pos, first_q, now
-                )
-            wrote = mf.file_from_offset + pos
-            mf.write_target[pos : pos + total_all] = b"".join(pieces)
+            phys = wrote = mf.file_from_offset + pos
             hints = self.dispatch_hints
             if len(hints) >= _MAX_DISPATCH_HINTS:
                 hints.clear()
-            hints.update(hints_new)
-            n = len(hints_new)
-            table[qkey] = first_q + n
+            pieces: list[bytes | memoryview] = []
+            offsets: list[int] = []
+            mv = memoryview(batch.body)
+            for run in runs:
+                phys, q = self._emit_run(batch, mv, run, phys, q, now, born, pieces, hints, offsets)
+            mf.write_target[pos : pos + total_all] = b"".join(pieces)
+            table[qkey] = q
             mf.wrote_position = pos + total_all
             mf.store_timestamp = now
             if self.bus.active:
                 self.bus.publish(Appended("commitlog", mf.name, wrote, total_all, pos + total_all))
-        result = put_ok(wrote, total_all, ",".join(map(f"{self._msg_id_prefix}{{:016X}}".format, hints_new)), now,
-                        first_q, n)  # fmt: skip
+        ids = self._msg_ids_format.get(n)
+        if ids is None:
+            if len(self._msg_ids_format) >= 256:
+                self._msg_ids_format.clear()
+            ids = self._msg_ids_format[n] = ",".join([f"{self._msg_id_prefix}%016X"] * n)
+        result = put_ok(wrote, total_all, ids % tuple(offsets), now, first_q, n)
         if self.on_put is not None:
             self.on_put(result.append_result)  # type: ignore[arg-type]
         return result
 
-    def _encode_message_batch(
-        self, batch: MessageBatch, phys: int, q: int, now: int
-    ) -> tuple[list[bytes | memoryview], dict[int, DispatchHint], int] | None:
-        """Every record of ``batch`` for physical offset ``phys``, first queue offset ``q`` and
-        store time ``now``: ``(pieces to join, {offset: DispatchHint}, total bytes)``, or None
-        when the list path must answer.
+    def _prepare_message_batch(self, batch: MessageBatch, one_by_one: bool = False) -> tuple[list[tuple], int] | None:
+        """The position-free part of :meth:`_put_message_batch`: ``(runs, total bytes)`` or None
+        when the list path must answer (a layout it does not know, a record too big, the batch
+        body over ``max_message_size`` by the list path's rule).
 
         The messages' client properties strings are matched against the templates of their
         layouts (:class:`_BatchTemplate`): all at once with one ``findall`` over the strings
-        joined by 0x01 0x01 when they share the last layout seen (the usual case), else one by
-        one, in runs of one layout. A match proves the string is the template's with those
-        KEYS and UNIQ_KEY values; :meth:`_encode_run` does the rest."""
+        joined by 0x01 0x01 when they share the last layout seen (the usual case), else
+        (``one_by_one``) one by one, in runs of one layout. A match proves the string is the
+        template's with those KEYS and UNIQ_KEY values. Then per run, each step one C-level pass (``map``/``zip``/
+        ``join``): the broker properties of all its messages from the shape's segments (as the
+        list path builds them) in one string, encoded and split once; the record sizes; one CRC
+        per body slice."""
         data = batch.body
         mv = memoryview(data)
         n = len(batch.flags)
         tkey = (batch.topic, batch.born_host, batch.sys_flag)
         tpls = self._batch_templates.get(tkey)
-        runs: list[tuple[_BatchTemplate, list[int] | None, Sequence[str], Sequence[str]]] | None = None
-        if tpls:
+        matched: list[tuple[_BatchTemplate, list[int] | None, Sequence[str], Sequence[str]]] | None = None
+        client_chars = -1  # with one findall: the matched strings' length, checked below
+        if tpls and not one_by_one:
             text = _SEP11B.join(map(mv.__getitem__, batch.properties_slices)).decode()
             found = tpls[0].findall(text)
             if len(found) == n:
-                # Matches cannot span a separator (no template holds 0x01 0x01), so n matches
-                # of total length len(text) - 2(n-1) are one full match per string.
                 w1, w2 = zip(*found, strict=True)
-                if sum(map(len, w1)) + sum(map(len, w2)) + n * tpls[0].literal == len(text) - 2 * (n - 1):
-                    runs = [(tpls[0], None, w1, w2)]
-        if runs is None:
-            runs = []
+                matched = [(tpls[0], None, w1, w2)]
+                client_chars = len(text) - 2 * (n - 1)
+        if matched is None:
+            matched = []
             tpl = tpls[0] if tpls else None
             for i, ps in enumerate(batch.properties_slices):
                 text = data[ps].decode()
@@ -873,80 +878,80 @@ class CommitLog:
                     if tpl is None:
                         return None
                     m = tpl.match(text)
-                if not runs or runs[-1][0] is not tpl:
-                    runs.append((tpl, [], [], []))
+                if not matched or matched[-1][0] is not tpl:
+                    matched.append((tpl, [], [], []))
                 g1, g2 = m.groups()  # type: ignore[union-attr]
-                runs[-1][1].append(i)  # type: ignore[union-attr]
-                runs[-1][2].append(g1)  # type: ignore[attr-defined]
-                runs[-1][3].append(g2)  # type: ignore[attr-defined]
-        pieces: list[bytes | memoryview] = []
-        hints: dict[int, DispatchHint] = {}
-        start = phys
-        body_sum = 0
-        born = batch.born_timestamp
-        for tpl, which, w1, w2 in runs:
-            done = self._encode_run(batch, mv, tpl, which, w1, w2, phys, q, now,
-                                    now if born is None else born, pieces, hints)  # fmt: skip
-            if done is None:
+                matched[-1][1].append(i)  # type: ignore[union-attr]
+                matched[-1][2].append(g1)  # type: ignore[attr-defined]
+                matched[-1][3].append(g2)  # type: ignore[attr-defined]
+        runs = []
+        total_all = body_sum = 0
+        max_record = self._max_record_size
+        for tpl, which, w1, w2 in matched:
+            if which is None:
+                flags_, lengths, body_slices, lb_slices = (batch.flags, batch.body_lengths, batch.body_slices,
+                                                           batch.length_body_slices)  # fmt: skip
+            else:
+                flags_ = [batch.flags[i] for i in which]
+                lengths = [batch.body_lengths[i] for i in which]
+                body_slices = [batch.body_slices[i] for i in which]
+                lb_slices = [batch.length_body_slices[i] for i in which]
+            shape = tpl.shape
+            ks, uniqs = (w2, w1) if tpl.uniq_first else (w1, w2)
+            a, b = (ks, uniqs) if shape.keys_first else (uniqs, ks)
+            text = "".join(chain.from_iterable(zip(repeat(shape.seg0), a, repeat(shape.seg1), b,
+                                                   repeat(shape.seg2 + _SEP11), strict=False)))  # fmt: skip
+            if client_chars >= 0:
+                # Matches cannot span a separator (no template holds 0x01 0x01), so n matches
+                # whose lengths add up to the strings' are one full match per string; the
+                # values' length is that of the broker strings without their literal parts.
+                rec_literal = len(shape.seg0) + len(shape.seg1) + len(shape.seg2)
+                if len(text) - 2 * n - n * rec_literal + n * tpl.literal != client_chars:
+                    return self._prepare_message_batch(batch, one_by_one=True)
+            props = text.encode().split(_SEP11B)
+            if len(props) != len(w1) + 1:  # a separator inside a segment (no: see _batch_template); be sure
                 return None
-            phys, q, run_body = done
-            body_sum += run_body
+            props.pop()
+            plens = list(map(len, props))
+            totals = list(map(shape.fixed.__add__, map(add, lengths, plens)))
+            if max(plens) > _MAX_PROPERTIES_LENGTH or max(totals) > max_record:
+                return None
+            crcs = list(map(and_, map(_crc32, map(mv.__getitem__, body_slices)), repeat(0x7FFFFFFF)))
+            runs.append((shape, flags_, lb_slices, props, plens, totals, crcs, ks, uniqs))
+            total_all += sum(totals)
+            body_sum += sum(lengths) + sum(plens)
         if body_sum + 22 * n > self._max_message_size:  # the list path's batch body rule
             return None
-        return pieces, hints, phys - start
+        return runs, total_all
 
-    def _encode_run(
-        self, batch: MessageBatch, mv: memoryview, tpl: _BatchTemplate, which: list[int] | None, w1: Sequence[str],
-        w2: Sequence[str], phys: int, q: int, now: int, born: int, pieces: list, hints: dict,
-    ) -> tuple[int, int, int] | None:  # fmt: skip
-        """The records of the messages ``which`` (None: all) of ``batch``, of ``tpl``'s layout,
-        ``w1``/``w2`` their match groups; appended to ``pieces`` and ``hints``. No Python statement
-        runs per message: every step is one C-level pass (``map``/``zip``/``join``) over the run:
-        the broker properties of all messages from the shape's segments (as the list path builds
-        them) in one string, encoded and split once; one CRC per body slice; heads packed with
-        a per-batch constant middle; the body with its length field (the wire format has it
-        just before the body) as a slice of the batch. Returns ``(next offset, next queue
-        offset, batch body bytes)``, or None when a record is too big."""
-        if which is None:
-            flags_, lengths, body_slices, lb_slices = (batch.flags, batch.body_lengths, batch.body_slices,
-                                                       batch.length_body_slices)  # fmt: skip
-        else:
-            flags_ = [batch.flags[i] for i in which]
-            lengths = [batch.body_lengths[i] for i in which]
-            body_slices = [batch.body_slices[i] for i in which]
-            lb_slices = [batch.length_body_slices[i] for i in which]
-        n = len(w1)
-        shape = tpl.shape
-        s0, s1, s2 = shape.seg0, shape.seg1, shape.seg2
-        ks, uniqs = (w2, w1) if tpl.uniq_first else (w1, w2)
-        a, b = (ks, uniqs) if shape.keys_first else (uniqs, ks)
-        text = "".join(chain.from_iterable(zip(repeat(s0), a, repeat(s1), b, repeat(s2 + _SEP11), strict=False)))
-        props = text.encode().split(_SEP11B)
-        if len(props) != n + 1:  # a separator inside a segment (no: see _batch_template); be sure
-            return None
-        props.pop()
-        plens = list(map(len, props))
-        fixed = shape.fixed
-        totals = list(map(fixed.__add__, map(add, lengths, plens)))
-        if max(plens) > _MAX_PROPERTIES_LENGTH or max(totals) > self._max_record_size:
-            return None
-        offsets = list(accumulate(totals, initial=phys))
-        end = offsets.pop()
+    def _emit_run(
+        self, batch: MessageBatch, mv: memoryview, run: tuple, phys: int, q: int, now: int, born: int,
+        pieces: list, hints: dict, offsets: list,
+    ) -> tuple[int, int]:  # fmt: skip
+        """Under the put lock: the records of one prepared run at ``phys`` with queue offsets from
+        ``q`` (pieces to join, their hints, their offsets), each step one C-level pass: heads
+        packed with a per-batch constant middle, the body with its length field (the wire
+        format has it just before the body) as a slice of the batch. Returns the next offset
+        and queue offset."""
+        shape, flags_, lb_slices, props, plens, totals, crcs, ks, uniqs = run
+        n = len(totals)
+        run_offsets = list(accumulate(totals, initial=phys))
+        end = run_offsets.pop()
+        offsets += run_offsets
         queue_offsets = range(q, q + n)
         mid, hpack = self._head_middle(shape, born, now, batch.reconsume_times)
-        crcs = map(and_, map(_crc32, map(mv.__getitem__, body_slices)), repeat(0x7FFFFFFF))
-        heads = map(hpack, totals, repeat(shape.magic), crcs, repeat(batch.queue_id), flags_, queue_offsets, offsets,
-                    repeat(mid))  # fmt: skip
-        pieces.extend(chain.from_iterable(zip(
+        heads = map(hpack, totals, repeat(shape.magic), crcs, repeat(batch.queue_id), flags_, queue_offsets,
+                    run_offsets, repeat(mid))  # fmt: skip
+        pieces += chain.from_iterable(zip(
             heads, map(mv.__getitem__, lb_slices), repeat(shape.topic_tail), map(_SHORT_PACK, plens), props,
             strict=False,
-        )))  # fmt: skip
+        ))  # fmt: skip
         keys = ks if ks[0] else repeat(None)  # a run's KEYS are all non-empty, or all "" (no KEYS)
         dispatch = zip(repeat(batch.topic), repeat(batch.queue_id), repeat(shape.tags_code), keys, uniqs,
                        repeat(shape.sys_flag), repeat(0), props, strict=False)  # fmt: skip
-        hints.update(zip(offsets, zip(totals, queue_offsets, repeat(now), repeat(shape.ts_pos), dispatch,
-                                      strict=False), strict=False))  # fmt: skip
-        return end, q + n, sum(lengths) + sum(plens)
+        hints.update(zip(run_offsets, zip(totals, queue_offsets, repeat(now), repeat(shape.ts_pos), dispatch,
+                                          strict=False), strict=False))  # fmt: skip
+        return end, q + n
 
     def _head_middle(self, shape: _Shape, born: int, now: int, reconsume: int) -> tuple[bytes, Callable[..., bytes]]:
         """The head bytes from SYSFLAG to PREPAREDTRANSACTIONOFFSET (the same for every record of
@@ -992,7 +997,7 @@ class CommitLog:
                             sys_flag=batch.sys_flag, wait_store_msg_ok=wait)  # fmt: skip
             shape = self._new_shape(skey, probe, _PH_KEYS if has_keys else "")
         if shape is None or _SEP11 in f"{shape.seg0}x{shape.seg1}x{shape.seg2}" or shape.seg0.startswith(_SEP1) \
-                or (shape.seg2 or shape.seg1).endswith(_SEP1):  # a CLUSTER name with 0x01: see _encode_run
+                or (shape.seg2 or shape.seg1).endswith(_SEP1):  # a CLUSTER name with 0x01: see _prepare_message_batch
             return None
         pattern = [] if has_keys else ["()"]  # no KEYS: group 1 matches "" (the empty KEYS string)
         order = []

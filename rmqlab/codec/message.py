@@ -382,8 +382,9 @@ _KEYS_KEY = PROPERTY_KEYS.encode() + b"\x01"
 _UNIQ_KEY_KEY = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX.encode() + b"\x01"
 
 _new_message_record = fast_constructor(MessageRecord)
-# The same unfrozen twin as fast_constructor's, for _decode to build and re-label a record inline
-# (one Python call less per record); the probe fails at import if CPython refuses the layout.
+# The same unfrozen twin as fast_constructor's, for _decode to fill slot by slot and re-label
+# (no call with 18 arguments per record); the probe fails at import if CPython refuses the layout.
+_new_object = object.__new__
 _RecordBuilder = make_dataclass(
     "_RecordBuilder", [(f.name, f.type) for f in fields(MessageRecord)], slots=True
 )
@@ -480,12 +481,28 @@ def _decode(
         topic = tail[pos:props_at].decode()
     except UnicodeDecodeError:
         return _decode_exact(buf, offset, limit, check_crc, allow_v2, file)
-    rec = _RecordBuilder(
-        total, magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts,
-        _hosts_get(born_host) or _host4(born_host), store_ts, _hosts_get(store_host) or _host4(store_host),
-        reconsume, prepared, body, topic, _UNPARSED, tail[props_at + 2 :],
-    )  # fmt: skip
-    rec.__class__ = MessageRecord  # what _new_message_record does, inlined
+    # _new_message_record(...) inlined: slot stores on the unfrozen twin (no 18-argument call),
+    # then re-labelled; every field of MessageRecord is set (tests/codec/test_message_fast_decode.py).
+    rec = _new_object(_RecordBuilder)
+    rec.store_size = total
+    rec.magic = magic
+    rec.body_crc = crc
+    rec.queue_id = queue_id
+    rec.flag = flag
+    rec.queue_offset = queue_offset
+    rec.commit_log_offset = phys
+    rec.sys_flag = sys_flag
+    rec.born_timestamp = born_ts
+    rec.born_host = _hosts_get(born_host) or _host4(born_host)
+    rec.store_timestamp = store_ts
+    rec.store_host = _hosts_get(store_host) or _host4(store_host)
+    rec.reconsume_times = reconsume
+    rec.prepared_transaction_offset = prepared
+    rec.body = body
+    rec.topic = topic
+    rec.properties = _UNPARSED
+    rec.properties_raw = tail[props_at + 2 :]
+    rec.__class__ = MessageRecord
     return rec
 
 

@@ -6,6 +6,7 @@ record (field for field) or the same error class and reason from both.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 
 import pytest
@@ -151,3 +152,19 @@ def test_ipv4_hosts_through_the_host_cache(ips: list[str], ports: list[int]) -> 
         got = same(memoryview(rec), 0, len(rec))
         assert isinstance(got, MessageRecord)
         assert (got.born_host, got.store_host) == ((ips[0], ports[0]), (ips[1], ports[1]))
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_fast_record_sets_every_field(version: int) -> None:
+    """The fast path fills the record slot by slot: every dataclass field is there and equal."""
+    rec = encode_message(topic="TopicA", body=b"xyz", queue_id=1, flag=2, queue_offset=3, commit_log_offset=4,
+                         sys_flag=0, born_timestamp=5, store_timestamp=6, reconsume_times=7,
+                         prepared_transaction_offset=8, properties=b"TAGS\x01a", version=version)
+    fast = _decode(memoryview(rec), 0, len(rec), False, True, None)
+    exact = _decode_exact(rec, 0, len(rec), False, True, None)
+    assert type(fast) is MessageRecord
+    for f in dataclasses.fields(MessageRecord):
+        assert getattr(fast, f.name) == getattr(exact, f.name), f.name
+    assert fast == exact
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.topic = "other"  # type: ignore[misc]

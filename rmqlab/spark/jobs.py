@@ -85,6 +85,12 @@ RECORD_COLUMNS = ["store_path", "file", "offset", "size", "record_type", "topic"
 CRC_COLUMNS = ["crc_ok", "body_crc", "body_length"]
 STATS_COLUMNS = ["tags", "keys"]
 ITEM_COLUMNS = ["store_path", "file", "hash_slot_num", "item_no", "key_hash", "phy_offset", "slot"]
+UNIT_COLUMNS = ["store_path", "topic", "queue_id", "file", "queue_offset", "position", "commit_log_offset", "size",
+                "tags_code"]
+#: ConsumeQueue units per read task: at most the reader's default, and few enough that a small
+#: input still spreads over every core (one store's queues used to be a single task)
+MAX_UNITS_PER_PARTITION = 2_000_000
+MIN_UNITS_PER_PARTITION = 50_000
 #: CommitLog bytes per shuffle partition when the audit sizes ``spark.sql.shuffle.partitions``
 BYTES_PER_SHUFFLE_PARTITION = 256 * 1024 * 1024
 
@@ -92,14 +98,15 @@ BYTES_PER_SHUFFLE_PARTITION = 256 * 1024 * 1024
 @dataclass
 class AuditInputs:
     """What the checks join. ``records``: rmq_commitlog rows (messages, blanks, errors) with the
-    columns :data:`RECORD_COLUMNS`, persisted; ``units``: rmq_consumequeue rows incl. pre-blank
-    units; ``items``: rmq_index rows (:data:`ITEM_COLUMNS`); ``files``: one row per non-empty
-    CommitLog file (store, file, base, hi, mapped_length, last); ``queues``: per queue its first
-    queue offset and end (``q_base``, ``q_end``) as ``verify`` sees them; ``stores``: per store the
-    log's start/end, file size, whether every file name is a multiple of it (``aligned``) and the
-    checkpoint values; ``driver``: findings computed on the driver (layout, abort, queues whose
-    offsets decrease); ``log_bytes``: the CommitLog bytes of all stores; ``store_rows``: the
-    ``stores`` rows as tuples."""
+    columns :data:`RECORD_COLUMNS`, persisted; ``units``: rmq_consumequeue rows
+    (:data:`UNIT_COLUMNS`) incl. pre-blank units, spread over every core; ``items``: rmq_index
+    rows (:data:`ITEM_COLUMNS`); ``files``: one row per non-empty CommitLog file (store, file,
+    base, hi, mapped_length, last); ``queues``: per queue its first queue offset and end
+    (``q_base``, ``q_end``) as ``verify`` sees them; ``stores``: per store the log's start/end,
+    file size, whether every file name is a multiple of it (``aligned``) and the checkpoint
+    values; ``driver``: findings computed on the driver (layout, abort, queues whose offsets
+    decrease); ``log_bytes``: the CommitLog bytes of all stores; ``store_rows``: the ``stores``
+    rows as tuples."""
 
     records: DataFrame
     units: DataFrame
@@ -121,7 +128,7 @@ class AuditInputs:
 
 
 # ------------------------------------------------------------------------------------ inputs
-def _store_meta(path: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], tuple[Any, ...], list[Any]]:
+def _store_meta(path: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], tuple[Any, ...], list[Any], int]:
     from rmqlab.inspect.snapshot import open_snapshot
     from rmqlab.inspect.verify import Finding, _check_layout
 
@@ -133,6 +140,7 @@ def _store_meta(path: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]
         files = [(snap.path, os.path.relpath(mf.file_name, snap.path), mf.file_from_offset,
                   mf.file_from_offset + size, mf.mapped_length, int(n >= last_data)) for n, mf in enumerate(log)]
         queues = []
+        n_units = 0
         found: list[Finding] = list(_check_layout(snap))
         if snap.abort_present:
             found.append(Finding("info", "abort_present", "abort", 0,
@@ -141,6 +149,7 @@ def _store_meta(path: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]
             base, units = q.units()
             first = os.path.relpath(q.files[0].file_name, snap.path) if q.files else ""
             queues.append((snap.path, topic, qid, base, base + len(units), first))
+            n_units += len(units)
             # per queue, from the units the driver holds anyway (verify's _Queue.sorted)
             off = units["commit_log_offset"].astype(np.int64)[units["size"] != _PRE_BLANK]
             if off.size and not bool(np.all(np.diff(off) >= 0)):
@@ -153,7 +162,7 @@ def _store_meta(path: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]
                  cp.physic_msg_timestamp if cp else None, cp.logics_msg_timestamp if cp else None,
                  cp.index_msg_timestamp if cp else None, size, aligned)
         driver = [(f.severity, f.kind, snap.path, f.file, f.offset, f.message) for f in found]
-    return files, queues, store, driver
+    return files, queues, store, driver, n_units
 
 
 def _first_header_ok(buf: Any) -> bool:
@@ -190,12 +199,16 @@ def load_inputs(spark: SparkSession, stores: list[str], *, options: dict[str, st
 
     stores = [os.path.abspath(s) for s in stores]
     files, queues, rows, driver = [], [], [], []
+    n_units = 0
     for s in stores:
-        f, q, st, d = _store_meta(s)
+        f, q, st, d, n = _store_meta(s)
         files += f
         queues += q
         rows.append(st)
         driver += d
+        n_units += n
+    per_task = -(-n_units // max(1, int(spark.sparkContext.defaultParallelism)))
+    per_task = min(MAX_UNITS_PER_PARTITION, max(MIN_UNITS_PER_PARTITION, per_task))
     log_bytes = sum(f[4] for f in files)
     if shuffle_partitions != 0:
         n = shuffle_partitions or shuffle_partitions_for(spark, log_bytes)
@@ -205,7 +218,8 @@ def load_inputs(spark: SparkSession, stores: list[str], *, options: dict[str, st
     level = StorageLevel.MEMORY_AND_DISK
     records = (spark.read.format("rmq_commitlog").options(**dict(options or {})).option("include_blank", "true")
                .option("columns", ",".join(cols)).load(paths).withColumnRenamed("store_path", "store").persist(level))
-    units = (spark.read.format("rmq_consumequeue").option("include_pre_blank", "true").load(paths)
+    units = (spark.read.format("rmq_consumequeue").option("include_pre_blank", "true")
+             .option("columns", ",".join(UNIT_COLUMNS)).option("units_per_partition", str(per_task)).load(paths)
              .withColumnRenamed("store_path", "store").persist(level))
     items = (spark.read.format("rmq_index").option("columns", ",".join(ITEM_COLUMNS)).load(paths)
              .withColumnRenamed("store_path", "store").persist(level))
@@ -475,31 +489,31 @@ def _cq_checks() -> dict[str, Column]:
 def suspects(records: DataFrame, ptrs: DataFrame) -> DataFrame:
     """The rows the CQ and index checks report on, from one pass over pointers and records.
 
-    Pointers (before their file's walk end) and message records (``kind = 'r'``) are unioned and
-    windowed by ``(store, offset)``: the audit's one big shuffle and sort. Each pointer row gets
-    its record's columns (``r_*``, null where no record starts) and each record row ``_ok`` = 1
-    when a unit with its topic, queue and queue offset points at it. Kept: pointers with no
-    record, units that disagree with their record, items whose hash the record lacks, and
-    records (that expect a unit) no unit confirms — few on a healthy store, so the caller
-    persists the result and every check reads it."""
+    Pointers (before their file's walk end) get their record's columns (``r_*``, null where no
+    record starts) by a left join on ``(store, offset)``; records that expect a unit and that no
+    unit with their topic, queue and queue offset points at (``kind = 'r'``) are an anti join of
+    the records with the pointers that matched. Both joins hash the records (no sort, no window:
+    the window over pointers and records together cost 1.5x). Kept: pointers with no record,
+    units that disagree with their record, items whose hash the record lacks, and the records
+    no unit confirms — few on a healthy store, so the caller persists the result and every check
+    reads it."""
     rec = records.where(F.col("record_type") == "message").select(
-        "store", "offset", F.lit("r").alias("kind"), F.col("file").alias("r_file"), F.col("topic").alias("r_topic"),
+        "store", "offset", F.col("file").alias("r_file"), F.col("topic").alias("r_topic"),
         F.col("queue_id").alias("r_qid"), F.col("queue_offset").alias("r_qo"), F.col("size").alias("r_size"),
         F.col("tags_code").alias("r_tags"), _expects_unit().alias("r_expects"), F.col("key_hashes").alias("r_hashes"))
     p = ptrs.where(F.col("offset") < F.col("end")).select(*_POINTER_COLS)
-    u = p.unionByName(rec, allowMissingColumns=True)
-    w = Window.partitionBy("store", "offset")
-    spread = u.select(*[c for c in u.columns if c not in _R_COLS],
-                      *[F.first(c, ignorenulls=True).over(w).alias(c) for c in _R_COLS])
+    joined = p.join(rec.hint("shuffle_hash"), ["store", "offset"], "left")
     kind = F.col("kind")
     same = (kind == "cq") & (F.col("topic") == F.col("r_topic")) & (F.col("queue_id") == F.col("r_qid")) \
         & (F.col("queue_offset") == F.col("r_qo"))
-    marked = spread.withColumn("_ok", F.max(F.coalesce(same, F.lit(False)).cast("int")).over(w))
     no_rec = F.col("r_topic").isNull()
-    return marked.where(
-        ((kind == "r") & F.col("r_expects") & (F.col("_ok") == 0))
-        | ((kind == "cq") & (F.col("size") != _PRE_BLANK) & (no_rec | ~_all(list(_cq_checks().values()))))
+    bad = joined.where(
+        ((kind == "cq") & (F.col("size") != _PRE_BLANK) & (no_rec | ~_all(list(_cq_checks().values()))))
         | ((kind == "ix") & (no_rec | ~F.array_contains(F.col("r_hashes"), F.col("key_hash")))))
+    ok = joined.where(same).select("store", "offset")
+    lone = rec.where(F.col("r_expects")).drop("r_hashes").join(ok.hint("shuffle_hash"), ["store", "offset"],
+                                                                 "left_anti")
+    return bad.unionByName(lone.withColumn("kind", F.lit("r")), allowMissingColumns=True)
 
 
 def cq_to_log(sus: DataFrame, ptrs: DataFrame) -> DataFrame:

@@ -70,7 +70,10 @@ def test_acknowledged_means_flushed_with_concurrent_producers(tmp_path: Path) ->
         assert sum(acked) == 240
         gc = store.group_commit
         assert gc is not None
-        assert gc.flushes <= 240  # requests share flushes, never more than one each
+        # One flush per request at most, except at a file boundary: a round whose flushed
+        # prefix still ends in the previous file forces that file's tail first, and with
+        # overlapping rounds each of the 6 producers may do so once per boundary.
+        assert gc.flushes <= 240 + 6 * (len(mfq.mapped_files) - 1)
         assert store.checkpoint.physic_msg_timestamp > 0  # rounds record the flushed store time
     finally:
         store.shutdown()

@@ -1,6 +1,6 @@
 """CPU per put on a shared machine: the CommitLog fast path vs its exact path, same run.
 
-    python bench/bench_put_cpu.py [--n 20000] [--repeat 3] [--chunk 64] [--batch 32] [--dir /tmp]
+    python bench/bench_put_cpu.py [--n 20000] [--repeat 3] [--chunk 64] [--batch 32] [--distinct] [--dir /tmp]
 
 Puts the bench_store workload (1 KiB body, a tag, two keys) into a stepped store, timing each
 chunk of ``--chunk`` puts (or 2 batches of 32) with thread CPU time; ``store.step()`` runs the
@@ -29,14 +29,20 @@ from rmqlab.codec.batch import MessageBatch
 ENCODE_US: list[float] = []  # client-side MessageBatch encode, thread CPU us per message, per run
 
 
-def run(workdir: str, n: int, fast: bool, batch: int, chunk: int, encoded: bool = False) -> tuple[float, float]:
+def run(workdir: str, n: int, fast: bool, batch: int, chunk: int, encoded: bool = False,
+        distinct: bool = False) -> tuple[float, float]:
     """(p10, p20) CPU us per message of put_message (batch 0) or put_messages(batch), with
-    ``encoded`` the batches handed over as producer-encoded MessageBatch objects."""
+    ``encoded`` the batches handed over as producer-encoded MessageBatch objects, with
+    ``distinct`` every message with its own copy of the body (a MessageBatch always holds
+    copies; the shared body of the other rows stays in the CPU cache)."""
     path = tempfile.mkdtemp(prefix="put-", dir=workdir)
     try:
         store = MessageStore.open(path, _config(""), threaded=False)
         store.commit_log.fast_path = fast
         msgs = _messages(n)
+        if distinct:
+            for m in msgs:
+                m.body = bytes(bytearray(m.body))
         if batch:
             items: list = [msgs[i : i + batch] for i in range(0, n, batch)]
             if encoded:
@@ -72,10 +78,12 @@ def main() -> None:
     ap.add_argument("--chunk", type=int, default=64)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--dir", default=None)
+    ap.add_argument("--distinct", action="store_true", help="a body object per message (see run())")
     args = ap.parse_args()
     workdir = tempfile.mkdtemp(prefix="rmqlab-putcpu-", dir=args.dir)
     try:
-        print(f"n={args.n}, CPU us per message, best of {args.repeat} (p10 / p20 of {args.chunk}-put chunks)")
+        print(f"n={args.n}, CPU us per message, best of {args.repeat} (p10 / p20 of {args.chunk}-put chunks)"
+              f"{', a body object per message' if args.distinct else ''}")
         rows = {}
         mb = f"put_messages(MessageBatch {args.batch})"
         for label, fast, batch, enc in [("put_message, fast path", True, 0, False),
@@ -83,7 +91,7 @@ def main() -> None:
                                         (f"put_messages({args.batch}), fast path", True, args.batch, False),
                                         (f"put_messages({args.batch}), exact path", False, args.batch, False),
                                         (f"{mb}, fast path", True, args.batch, True)]:
-            r = [run(workdir, args.n, fast, batch, args.chunk, enc) for _ in range(args.repeat)]
+            r = [run(workdir, args.n, fast, batch, args.chunk, enc, args.distinct) for _ in range(args.repeat)]
             rows[label] = (min(x[0] for x in r), min(x[1] for x in r))
             print(f"{label:<40} {rows[label][0]:6.2f} / {rows[label][1]:6.2f} us")
         print(f"{'  client-side MessageBatch encode (not timed above)':<40} {min(ENCODE_US):6.2f} us (best run mean)")

@@ -1,0 +1,89 @@
+"""The audit's merged plan (local driver tables, one edge aggregation, join-based suspects, one
+sorted partition) yields verify()'s findings and summary on a multi-store input."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.spark.conftest import store_paths
+
+pytestmark = pytest.mark.spark
+
+
+def _verify(path: str) -> list[tuple[Any, ...]]:
+    from rmqlab.inspect import open_snapshot
+
+    with open_snapshot(path) as snap:
+        return [(f.severity, f.kind, snap.path, f.file, f.offset, f.message) for f in snap.verify()]
+
+
+def test_local_tables_equal_created_frames(spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rmqlab.spark import jobs
+
+    schema = jobs._FILES_SCHEMA
+    rows = [("/s/it's", "commitlog/0", 0, 2**40, 7, 1), ("/s/b\\c\nd", "x", -1, 0, 0, 0)]
+    df = jobs._local(spark, rows, schema)
+    assert "LocalRelation" in df._jdf.queryExecution().optimizedPlan().toString()
+    assert [tuple(r) for r in df.collect()] == rows
+    assert [(f.name, f.dataType) for f in df.schema] == [(f.name, f.dataType) for f in schema]
+    empty = jobs._local(spark, [], jobs._STORES_SCHEMA)
+    assert empty.collect() == []
+    assert empty.columns == [f.name for f in jobs._STORES_SCHEMA]
+    nulls = [("/s", 0, 0, 0, 0, None, None, None, 0, 1)]
+    assert [tuple(r) for r in jobs._local(spark, nulls, jobs._STORES_SCHEMA).collect()] == nulls
+    monkeypatch.setattr(jobs, "LOCAL_TABLE_ROWS", 1)  # more rows: createDataFrame, same rows
+    assert [tuple(r) for r in jobs._local(spark, rows, schema).collect()] == rows
+
+
+def test_merged_audit_on_many_stores_equals_verify(spark: Any, stores: dict[str, Any], tmp_path: Path) -> None:
+    from rmqlab.spark.jobs import (
+        _cq_to_log,
+        _edges,
+        _index_to_log,
+        _local,
+        _located,
+        audit_inputs,
+        file_walks,
+        load_inputs,
+        outside_log,
+        pointers,
+        suspects,
+    )
+
+    # the same faulty store under two paths, next to stores with every kind of edge finding
+    twin = tmp_path / "cq-wrong-twin"
+    shutil.copytree(stores["cq-wrong"], twin, copy_function=os.link)
+    paths = [*store_paths(stores, "cq-wrong", "crash-tail", "torn", "misaligned", "index-wrong", "empty"), str(twin)]
+    inp = load_inputs(spark, paths)
+    try:
+        findings, summary = audit_inputs(inp)
+        got = [tuple(r) for r in findings.collect()]
+        want = [f for p in paths for f in _verify(p)]
+        assert sorted(got) == sorted(want)
+        assert got == sorted(got, key=lambda f: (f[2], f[3], f[4], f[1], f[5]))  # store, file, offset, kind, message
+        assert [f for f in got if f[2] == str(twin)] == [(*f[:2], str(twin), *f[3:]) for f in got
+                                                        if f[2] == os.path.abspath(stores["cq-wrong"])]
+        counts = Counter((f[2], f[0], f[1]) for f in want)
+        assert [tuple(r) for r in summary.collect()] == [(*k, n) for k, n in sorted(counts.items())]
+
+        # the one edge aggregation equals the four separate checks it replaced
+        w = file_walks(inp.records, inp.files)
+        walks = _local(spark, w.collect(), w.schema)
+        ptrs = pointers(inp.units, inp.items, walks, inp.stores, inp.misaligned)
+        sus = suspects(inp.records, ptrs)
+        old = (outside_log(inp.units, inp.items, inp.stores).unionByName(_cq_to_log(sus, ptrs)[0])
+               .unionByName(_index_to_log(sus, ptrs)[0]))
+        new = _edges(_located(inp.units, inp.items, walks, inp.stores, inp.misaligned))
+        old_rows = sorted(tuple(r) for r in old.collect())
+        new_rows = sorted(tuple(r) for r in new.collect())
+        assert new_rows == old_rows
+        kinds = {r[1] for r in new_rows}
+        assert {"cq_units_past_log_end", "index_items_past_log_end"} <= kinds
+    finally:
+        inp.unpersist()

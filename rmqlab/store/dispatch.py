@@ -161,23 +161,30 @@ def _from_hint(
     so reput still walks the log offset by offset exactly as RocketMQ does; the hint only saves
     re-parsing properties that were built a moment ago.
     """
-    size, queue_offset, store_ts, ts_pos, d = hint
-    if pos + size > limit:
+    if not _hint_matches(buf, pos, limit, offset, hint, v5):
         return None
-    total, magic, stored_queue_offset, phys = _HINT_HEAD.unpack_from(buf, pos)
-    if (
-        total != size
-        or phys != offset
-        or stored_queue_offset != queue_offset
-        or not (magic == flags.MESSAGE_MAGIC_CODE_V1 or (v5 and magic == flags.MESSAGE_MAGIC_CODE_V2))
-        or _LONG.unpack_from(buf, pos + ts_pos)[0] != store_ts
-    ):
-        return None
+    size, queue_offset, store_ts, _ts_pos, d = hint
     topic, queue_id, tags_code, keys, uniq_key, sys_flag, prepared, properties = d
     return new_dispatch_request(
         topic, queue_id, offset, size, tags_code, store_ts, queue_offset, keys, uniq_key,
         sys_flag, prepared, _properties_of(properties),
     )  # fmt: skip
+
+
+def _hint_matches(buf: memoryview, pos: int, limit: int, offset: int, hint: DispatchHint, v5: bool) -> bool:
+    """Whether the record at ``pos`` lies inside ``buf[:limit]`` and its stored header agrees
+    with the writer's hint (TOTALSIZE, magic, queue offset, physical offset, store timestamp)."""
+    size, queue_offset, store_ts, ts_pos, _d = hint
+    if pos + size > limit:
+        return False
+    total, magic, stored_queue_offset, phys = _HINT_HEAD.unpack_from(buf, pos)
+    return (
+        total == size
+        and phys == offset
+        and stored_queue_offset == queue_offset
+        and (magic == flags.MESSAGE_MAGIC_CODE_V1 or (v5 and magic == flags.MESSAGE_MAGIC_CODE_V2))
+        and _LONG.unpack_from(buf, pos + ts_pos)[0] == store_ts
+    )
 
 
 class CommitLogDispatcher(Protocol):
@@ -632,6 +639,14 @@ class ReputMessageService:
         return count
 
     def _reput_one_by_one(self) -> int:
+        """Dispatch record by record (small rounds, listeners, custom dispatchers, armed points).
+
+        A hinted record with the two standard dispatchers and nobody listening (``batching()``)
+        goes straight to the CQ store and ``IndexService._build_one`` with the hint's fields:
+        what the dispatchers would do with its DispatchRequest, without building the request or
+        decoding its properties (which neither reads). Measured on small rounds, thread CPU:
+        ~12-14 -> ~8 us per record, which a SYNC_FLUSH run pays for every message.
+        """
         cl = self.commit_log
         count = 0
         min_offset = cl.get_min_offset()
@@ -643,6 +658,14 @@ class ReputMessageService:
         dispatchers = self.dispatchers
         hints = cl.dispatch_hints
         v5 = self.version != "4.9.8"
+        direct = bool(hints) and not listeners and self.batching()
+        if direct:
+            cq_disp: CommitLogDispatcherBuildConsumeQueue = dispatchers[0]  # type: ignore[assignment]
+            idx_disp: CommitLogDispatcherBuildIndex = dispatchers[1]  # type: ignore[assignment]
+            cq_put = cq_disp.cq_store.put_message_position_info
+            checkpoint = cq_disp.checkpoint
+            index_service = idx_disp.index_service
+            build = index_service._build_one if idx_disp.enabled and index_service.message_index_enable else None
         while self.reput_from_offset < end:
             sel = cl.get_data(self.reput_from_offset)
             if sel is None:
@@ -653,6 +676,20 @@ class ReputMessageService:
                     return count
                 while pos < limit:
                     hint = hints.pop(self.reput_from_offset, None) if hints else None
+                    if direct and hint is not None and _hint_matches(buf, pos, limit, self.reput_from_offset, hint, v5):
+                        off = self.reput_from_offset
+                        size, queue_offset, store_ts, _ts_pos, d = hint
+                        topic, queue_id, tags_code, keys, uniq_key, sys_flag, _prepared, _properties = d
+                        if (sys_flag & _TX_MASK) in _CQ_TYPES and cq_put(
+                            topic, queue_id, off, size, tags_code, queue_offset
+                        ):
+                            checkpoint.logics_msg_timestamp = store_ts
+                        if build is not None:
+                            build(off, sys_flag, topic, store_ts, uniq_key, keys)
+                        pos += size
+                        self.reput_from_offset = off + size
+                        count += 1
+                        continue
                     req = None if hint is None else _from_hint(buf, pos, limit, self.reput_from_offset, hint, v5)
                     if req is not None:
                         size, ok = req.msg_size, True

@@ -8,7 +8,8 @@ reader of RocketMQ's code or logs recognises every value. Results are frozen dat
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from rmqlab.codec.message import MessageRecord, _decode
@@ -159,7 +160,8 @@ class StoredMessage:
 
     ``buffer`` is a memoryview into the mapped CommitLog file (valid until ``release()``; the
     owning ``GetMessageResult.release()`` releases all). Any ``MessageRecord`` attribute
-    (``topic``, ``body``, ``tags``, ``queue_offset`` ...) decodes the record once and caches it.
+    (``topic``, ``body``, ``tags``, ``queue_offset`` ...) decodes the record once and caches it
+    (each public field and property is forwarded by a property, see ``_record_attribute``).
     """
 
     __slots__ = ("_record", "_selection", "buffer", "commit_log_offset", "size")
@@ -197,6 +199,30 @@ class StoredMessage:
 
     def __repr__(self) -> str:
         return f"StoredMessage(commit_log_offset={self.commit_log_offset}, size={self.size})"
+
+
+def _record_attribute(name: str) -> property:
+    """``StoredMessage.<name>``: the decoded record's attribute, without ``__getattr__``.
+
+    ``__getattr__`` runs only after the normal lookup has failed, i.e. after an AttributeError
+    was made and caught: ~0.5 us per read. A property per record attribute costs ~0.1 us."""
+    get = attrgetter(name)
+
+    def fget(self: StoredMessage) -> Any:
+        rec = self._record
+        return get(rec if rec is not None else self.decode())
+
+    return property(fget, doc=f"``decode().{name}``")
+
+
+# Every public MessageRecord field and property, except the names StoredMessage holds itself
+# (commit_log_offset, size: the same values; buffer; decode, release); the rest via __getattr__.
+for _name in [f.name for f in fields(MessageRecord)] + [
+    n for n, v in vars(MessageRecord).items() if not n.startswith("_") and isinstance(v, property)
+] + ["to_dict"]:
+    if not hasattr(StoredMessage, _name):
+        setattr(StoredMessage, _name, _record_attribute(_name))
+del _name
 
 
 class SharedSelection:

@@ -7,15 +7,17 @@ constructor and the exact ``CommitLog.get_message`` rule give, across file bound
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rmqlab import MessageStore, MessageStoreConfig
 from rmqlab.clock import ManualClock
-from rmqlab.codec.message import MessageRecord, decode_message
+from rmqlab.codec.message import MessageRecord, decode_message, encode_blank
 from rmqlab.store.message import Message
 from rmqlab.store.results import GetMessageStatus, StoredMessage
 
@@ -74,3 +76,36 @@ def test_get_message_across_files_matches_the_log(tmp_path_factory, data) -> Non
                 assert r.next_begin_offset == offset + len(r.messages)
     finally:
         store.shutdown()
+
+
+def test_stored_message_reads_every_record_attribute(tmp_path: Path) -> None:
+    """Record attributes on a StoredMessage (properties, not __getattr__) are the record's."""
+    store = _store(tmp_path / "s", 5)
+    try:
+        with store.get_message("g", TOPIC, 0, 1, 2) as r:
+            m = r.messages[0]
+            assert m._record is None
+            assert m.tags == "t1"  # decodes once, then cached
+            rec = m._record
+            assert type(rec) is MessageRecord
+            names = [f.name for f in dataclasses.fields(MessageRecord)] + [
+                "crc_ok", "version", "transaction_type", "tags", "tags_code", "keys", "uniq_key", "msg_id",
+                "end_offset"]  # fmt: skip
+            for name in names:
+                assert name in vars(StoredMessage) or name in StoredMessage.__slots__, name
+                assert getattr(m, name) == getattr(rec, name), name
+            assert m.to_dict() == rec.to_dict()
+            assert m.decode() is rec
+    finally:
+        store.shutdown()
+
+
+def test_stored_message_attribute_of_a_non_message_raises_like_decode() -> None:
+    blank = memoryview(bytearray(encode_blank(64) + bytes(56)))
+    m = StoredMessage(None, blank, 0, 64)
+    with pytest.raises(TypeError, match="no message"):
+        m.decode()
+    with pytest.raises(TypeError, match="no message"):
+        _ = m.topic
+    with pytest.raises(TypeError, match="no message"):
+        _ = m.some_other_record_name

@@ -242,3 +242,49 @@ def test_memory_topic_batch() -> None:
         rb = b.put_messages(msgs)
         assert ra.status is rb.status is PutMessageStatus.PUT_OK
         assert a.get_max_offset_in_queue("MemTopic", 0) == b.get_max_offset_in_queue("MemTopic", 0) == 4
+
+
+def _wire(*messages: tuple[int, bytes, bytes]) -> bytes:
+    """A batch body written by hand: (flag, body, raw properties) per message."""
+    from rmqlab.codec.batch import encode_message
+
+    return b"".join(encode_message(f, body, props) for f, body, props in messages)
+
+
+_ODD_PROPERTIES = [
+    b"UNIQ_KEY\x01U1\x02WAIT\x01true",  # no trailing 0x02
+    b"UNIQ_KEY\x01U1\x02UNIQ_KEY\x01U2\x02WAIT\x01true\x02",  # a name twice
+    b"UNIQ_KEY\x01U1\x02WAIT\x01maybe\x02",  # WAIT neither true nor false
+    b"UNIQ_KEY\x01U1\x02",  # no WAIT
+    b"WAIT\x01true\x02",  # no UNIQ_KEY: the store draws one
+    b"KEYS\x01\x02UNIQ_KEY\x01U1\x02WAIT\x01true\x02",  # an empty value (dropped by the parse)
+    b"KEYS\x01a\x01b\x02UNIQ_KEY\x01U1\x02WAIT\x01true\x02",  # 0x01 inside a value
+    b"DELAY\x013\x02UNIQ_KEY\x01U1\x02WAIT\x01true\x02",  # a delay level
+    b"UNIQ_KEY\x01U1\x02WAIT\x01true\x02\x01\x01",  # the findall separator inside a string
+    b"",  # no properties at all
+    b"UNIQ_KEY\x01\xff\xfe\x02WAIT\x01true\x02",  # not UTF-8
+]
+_PLAIN = b"KEYS\x01k1\x02UNIQ_KEY\x01U0\x02WAIT\x01true\x02TAGS\x01TagA\x02"
+
+
+@pytest.mark.parametrize("odd", _ODD_PROPERTIES)
+def test_hand_written_wire_batches(odd: bytes) -> None:
+    """Bytes no rmqlab producer writes, among plain messages (so a template is known): the
+    MessageBatch path writes what the list path writes for the messages the bytes decode to."""
+    with _pair() as (a, b):
+        for i, body in enumerate([_wire((0, b"p", _PLAIN), (1, b"odd", odd), (2, b"q", _PLAIN)),
+                                  _wire((0, b"p", _PLAIN), (0, b"p2", _PLAIN)), _wire((3, b"odd", odd))]):
+            batch = MessageBatch.from_body("TopicA", 0, body, born_host=("10.0.0.7", 4242), born_timestamp=5 + i)
+            ra = a.put_messages(batch)
+            rb = b.put_messages(b.commit_log.batch_messages(batch))
+            assert _result_key(ra) == _result_key(rb)
+            assert a.commit_log.dispatch_hints == b.commit_log.dispatch_hints
+        assert _files(a, "commitlog") == _files(b, "commitlog")
+
+
+def test_cluster_name_with_separators_takes_the_list_path() -> None:
+    """A broker properties segment holding 0x01 0x01 could not be split back: never templated."""
+    msgs = [Message("TopicA", b"x", tags="T", keys=[f"k{i}"], uniq_key=f"U{i}") for i in range(4)]
+    with _pair(broker_cluster_name="\x01odd\x01") as (a, b):
+        _run(a, b, [("batch", ("TopicA", msgs)), ("batch", ("TopicA", msgs))])
+        assert not any(a.commit_log._batch_templates.values())

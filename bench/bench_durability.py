@@ -12,9 +12,12 @@ index file is destroyed at load, as after a real crash of a store whose index fi
 full, and re-dispatch rebuilds all of it). Reported: seconds and MB/s of CommitLog walked, next
 to a baseline in the same run: a bare header hop (``struct`` reads of size and magic).
 
-Sync flush: producers in 1 and 8 threads put 1 KiB messages into a SYNC_FLUSH store (group commit
-in a background thread); messages/s, flushes done, and the ratio 8 threads / 1 thread (group
-commit must make it clearly > 1). For reference, the real RocketMQ 4.9.8 store on these machines:
+Sync flush: producers in 1 and 8 threads put 1 KiB messages into a SYNC_FLUSH store (group commit:
+rounds run by the producers themselves, up to 8 overlapping msyncs, the service thread as a
+backstop); messages/s, flushes done, messages per flush, process CPU per message (all threads),
+and the ratio 8 threads / 1 thread (group commit must make it clearly > 1). The msync latency
+depends on every other process's I/O on the same file system (one ext4 journal), so compare
+variants only within one session, alternating. For reference, the real RocketMQ 4.9.8 store on these machines:
 ~4.3 k msgs/s (1 thread) and ~14.8 k msgs/s (8 threads); abnormal recovery ~364 MB/s, normal ~1.8 GB/s.
 """
 

@@ -3,7 +3,9 @@
 Spark starts its Python workers with ``python3`` from PATH unless ``PYSPARK_PYTHON`` is set, which
 in a venv loses pyarrow and rmqlab; so both Python variables are set to ``sys.executable`` unless
 the caller already set them. Local defaults: few shuffle partitions (the data of a store dir is
-small after the first aggregation), no UI, Python filter pushdown on, Arrow batches for Python.
+small after the first aggregation), no UI, Python filter pushdown on, Arrow batches for Python,
+and a generated-code cache large enough for the audit's plans (Spark's default keeps 100 classes;
+the audit makes more, so a second audit in the session compiled and JIT-warmed them all again).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ LOCAL_DEFAULTS: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     "spark.driver.memory": "2g",
     "spark.sql.adaptive.enabled": "true",
+    "spark.sql.codegen.cache.maxEntries": "2000",
 }
 
 

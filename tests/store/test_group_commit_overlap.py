@@ -139,7 +139,7 @@ def test_no_request_is_left_behind_when_every_slot_is_busy(
     serve those requests. A lost one would time out."""
     monkeypatch.setattr(GroupCommitService, "max_in_flight", max_in_flight)
     ForceRecorder(monkeypatch, max_delay_s=0.003)
-    store = _store(tmp_path, start=False, sync_flush_timeout=2000)
+    store = _store(tmp_path, start=False, sync_flush_timeout=5000)
     gc = store.group_commit
     assert gc is not None
     monkeypatch.setattr(gc, "interval_ms", lambda: 600_000.0)
@@ -174,7 +174,7 @@ def test_a_round_dying_at_a_crash_point_frees_its_slot(tmp_path: Path, monkeypat
     """Rounds raise at random flush crash points: their producers get FLUSH_DISK_TIMEOUT, every
     other ack is still flushed, and the store keeps acknowledging afterwards."""
     ForceRecorder(monkeypatch, max_delay_s=0.002)
-    store = _store(tmp_path, sync_flush_timeout=300)
+    store = _store(tmp_path, sync_flush_timeout=1000)
 
     class Injected(RuntimeError):
         pass

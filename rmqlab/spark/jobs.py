@@ -233,16 +233,17 @@ def load_inputs(spark: SparkSession, stores: list[str], *, options: dict[str, st
 
 # ------------------------------------------------------------------------------------ helpers
 #: driver tables of at most this many rows become local relations (:func:`_local`)
-LOCAL_TABLE_ROWS = 2000
+LOCAL_TABLE_ROWS = 500
 
 
 def _local(spark: SparkSession, rows: list[Any], schema: StructType) -> DataFrame:
     """A small driver table as a local relation (an inline ``VALUES`` table with bound parameters).
 
-    ``createDataFrame`` parallelizes a list into an RDD, so every broadcast or scan of it runs a
-    Spark job (a few hundred ms each, ~15 per audit); a local relation is broadcast from the
-    driver without one. Larger tables (many files or queues) keep ``createDataFrame``: parsing
-    thousands of parameters would cost more than the job."""
+    ``createDataFrame`` pickles the rows into a Python RDD the optimizer knows nothing about; a
+    local relation has exact statistics (an empty one prunes its union branch, a small one is
+    broadcast without estimates) and needs no Python round trip. (Its broadcast still runs a
+    small job.) Larger tables (many files or queues) keep ``createDataFrame``: thousands of
+    bound parameters cost more to parse than they save."""
     rows = [tuple(r) for r in rows]
     if len(rows) > LOCAL_TABLE_ROWS:
         return spark.createDataFrame(rows, schema)

@@ -11,9 +11,10 @@ functions ``verify`` calls); the per-file walk ends are aggregated in Spark and 
 
 Plan, for speed: CQ units and index items become one frame of *pointers* located in their
 CommitLog file by arithmetic (``offset - offset % file_size``, a broadcast equi-join, not a range
-join), unioned with the message records and windowed by ``(store, offset)`` (:func:`suspects`);
-the few rows that can yield findings are persisted and every check reads them. No Python UDFs
-(the reader emits each record's index key hashes), no window over everything else.
+join), hash-joined with the message records on ``(store, offset)`` (:func:`suspects`); the few
+rows that can yield findings are persisted and every check reads them. The pointers outside the
+log or past a file's walk end are one aggregation (:func:`_edges`). No Python UDFs (the reader
+emits each record's index key hashes), no window or sort over the big frames.
 
 Each step is a DataFrame -> DataFrame function, so tests run them on tiny frames. Per-record
 findings of one kind are capped at 1000 per file (like ``verify``), with one "... and N more" row.
@@ -694,9 +695,9 @@ def audit_inputs(inputs: AuditInputs, *, check_crc: bool = False) -> tuple[DataF
 
     Runs one small job at once: the per-file walk facts (one row per CommitLog file), collected
     to the driver so every step joins a local table (this also fills the records cache). The big
-    frames are shuffled once, together (:func:`suspects`, persisted: few rows); everything else
-    is a broadcast join with per-file/per-store tables, or an aggregation or window over few rows.
-    """
+    frames are hash-joined once (:func:`suspects`, persisted: few rows) and aggregated once
+    (:func:`_edges`); everything else is a broadcast join with per-file/per-store tables, or an
+    aggregation or window over few rows."""
     from pyspark import StorageLevel
 
     inp = inputs

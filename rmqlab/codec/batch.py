@@ -12,6 +12,14 @@ flag, reconsume times are batch-level) and turns each inner message into a recor
 :class:`MessageBatch` is that request: the bytes plus, computed once while encoding (or parsing),
 each message's flag and body/properties positions, so the store never re-parses the layout.
 
+The batch message itself carries properties too (``MessageBatch.properties``, sent in the
+request header): ``generateFromList`` sets WAIT (the first message's), and a 5.x producer's
+``DefaultMQProducer.batch()`` adds the batch's own UNIQ_KEY (``setUniqID(msgBatch)``; 4.9.x does
+not). The 4.9.8 and 5.3.3 broker parses them, adds CLUSTER (and, unlike a single message, keeps
+WAIT) and ``MessageExtBatchEncoder`` appends that string to every inner message's properties,
+inserting a 0x02 if the inner string does not end with one (:func:`record_properties`). A 4.9.x
+``messageProperties2String`` drops the last 0x02, 5.x keeps it: ``client_version`` picks which.
+
 Pure: no IO, no clock. The caller supplies new UNIQ_KEYs (``uniq_key``), e.g. the store's
 ``CommitLog.new_uniq_key``; message objects are duck-typed (``rmqlab.Message`` fields).
 """
@@ -20,19 +28,22 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache
 from typing import Any, NamedTuple, Protocol
 
 from rmqlab.codec import flags
-from rmqlab.codec.properties import decode_properties, encode_properties, java_hashmap_order
+from rmqlab.codec.properties import decode_properties, encode_properties, java_hashmap_order, trailing_separator_for
 
 __all__ = [
     "BatchEntry",
     "MessageBatch",
+    "broker_batch_properties",
     "client_properties",
     "decode_messages",
     "encode_client_properties",
     "encode_message",
     "encode_messages",
+    "record_properties",
 ]
 
 _HEAD = struct.Struct(">iiiii")  # totalSize, magic, bodyCRC, flag, bodyLen
@@ -41,6 +52,8 @@ _SHORT = struct.Struct(">h")
 MESSAGE_OVERHEAD = _HEAD.size + _SHORT.size
 _RETRY_PREFIX = "%RETRY%"
 _UNIQ = flags.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+_WAIT = flags.PROPERTY_WAIT_STORE_MSG_OK
+_SEP2 = flags.PROPERTY_SEPARATOR.encode()
 
 
 class _MessageLike(Protocol):
@@ -91,10 +104,52 @@ def client_properties(msg: _MessageLike, uniq_key: str | None) -> dict[str, str]
     return props
 
 
-def encode_client_properties(props: Mapping[str, str]) -> bytes:
+def encode_client_properties(props: Mapping[str, str], client_version: str = "5.3.3") -> bytes:
     """``MessageDecoder.messageProperties2String`` of the client's ``HashMap`` (capacity 16):
-    pairs in HashMap iteration order, each ending with 0x02."""
-    return encode_properties({k: props[k] for k in java_hashmap_order(props)})
+    pairs in HashMap iteration order, each ending with 0x02 but (4.9.x) the last."""
+    text = "".join([f"{k}\x01{v}\x02" for k in _client_order(tuple(props)) if (v := props[k]) is not None])
+    if text and not trailing_separator_for(client_version):
+        text = text[:-1]
+    return text.encode()
+
+
+@lru_cache(maxsize=1024)
+def _client_order(keys: tuple[str, ...]) -> list[str]:
+    """``java_hashmap_order`` of a client map's keys: a handful of distinct key tuples, cached."""
+    return java_hashmap_order(keys)
+
+
+@lru_cache(maxsize=256)
+def _broker_batch_order(keys: tuple[str, ...], version: str) -> tuple[str, ...]:
+    """Key order of the broker's batch map: the client string's order (its ``HashMap(16)``),
+    parsed into the broker's map (4.9.8 ``HashMap()``, 5.x ``HashMap(128)``), CLUSTER put last."""
+    wire = java_hashmap_order(keys)
+    return tuple(java_hashmap_order([*wire, flags.PROPERTY_CLUSTER], 16 if version == "4.9.8" else 128))
+
+
+def broker_batch_properties(props: Mapping[str, str] | None, cluster: str, version: str) -> bytes:
+    """The batch-level properties string a broker of ``version`` appends to every inner record.
+
+    ``SendMessageProcessor`` (batch): ``string2messageProperties`` of what the producer sent for
+    the batch message (``props``, as the client serialised it, so empty values are dropped),
+    ``putProperty(CLUSTER)``, no WAIT removal (4.9.8 removes WAIT only for single messages); then
+    ``MessageExtBatchEncoder``: ``messageProperties2String`` of that map."""
+    sent = decode_properties(encode_client_properties(props, version)) if props else {}
+    sent[flags.PROPERTY_CLUSTER] = cluster
+    return encode_properties({k: sent[k] for k in _broker_batch_order(tuple(sent), version)},
+                             trailing_separator=trailing_separator_for(version))  # fmt: skip
+
+
+def record_properties(inner: bytes, batch: bytes) -> bytes:
+    """``MessageExtBatchEncoder.encode``'s PROPERTIES of one record (4.9.8, 5.3.3): the inner
+    message's string as sent, a 0x02 if both are non-empty and it does not end with one, then
+    the batch string. Parsing keeps the later of repeated names, so a batch-level UNIQ_KEY (5.x
+    producers) becomes every record's UNIQ_KEY: the one the index and ``query_message`` see."""
+    if not batch:
+        return inner
+    if inner and inner[-1] != 2:
+        return inner + _SEP2 + batch
+    return inner + batch
 
 
 def encode_message(flag: int, body: bytes, properties: bytes) -> bytes:
@@ -104,11 +159,13 @@ def encode_message(flag: int, body: bytes, properties: bytes) -> bytes:
 
 
 def encode_messages(
-    msgs: Sequence[_MessageLike], uniq_key: Callable[[], str] | None = None
+    msgs: Sequence[_MessageLike], uniq_key: Callable[[], str] | None = None, client_version: str = "5.3.3"
 ) -> tuple[bytes, list[str]]:
     """``encodeMessages`` of ``msgs`` with the client's UNIQ_KEY rule; returns the bytes and each
-    message's UNIQ_KEY. ValueError when a message needs a UNIQ_KEY and ``uniq_key`` is None."""
-    batch = MessageBatch.from_messages(msgs, uniq_key, topic=msgs[0].topic if msgs else "")
+    message's UNIQ_KEY. ValueError when a UNIQ_KEY is needed (a message's; a 5.x batch's own)
+    and ``uniq_key`` is None."""
+    batch = MessageBatch.from_messages(msgs, uniq_key, topic=msgs[0].topic if msgs else "",
+                                       client_version=client_version)  # fmt: skip
     return batch.body, list(batch.uniq_keys)
 
 
@@ -151,26 +208,28 @@ class MessageBatch:
     ``properties_slices`` (the client properties string); ``uniq_keys[i]`` is the UNIQ_KEY
     property of message ``i`` (None if it has none). The header fields are batch-level, as in
     ``MessageExtBatch``: ``born_timestamp`` None means the store's "now", as for
-    :class:`rmqlab.Message`.
+    :class:`rmqlab.Message`; ``properties`` is the batch message's own map as the producer sent
+    it (WAIT, a 5.x producer's batch UNIQ_KEY), to which the broker adds CLUSTER.
     """
 
     __slots__ = ("body", "body_lengths", "body_slices", "born_host", "born_timestamp", "flags", "length_body_slices",
-                 "properties_slices", "queue_id", "reconsume_times", "sys_flag", "topic", "uniq_keys")
+                 "properties", "properties_slices", "queue_id", "reconsume_times", "sys_flag", "topic", "uniq_keys")
 
     def __init__(
         self, topic: str, queue_id: int, body: bytes, *, born_host: tuple[str, int] | str = ("127.0.0.1", 0),
         born_timestamp: int | None = None, sys_flag: int = 0, reconsume_times: int = 0,
+        properties: Mapping[str, str] | None = None,
     ) -> None:  # fmt: skip
         """A batch from its wire bytes (what the broker receives); ValueError if they are cut."""
         body = bytes(body)
         rows = _parse_rows(body)
         self._set(topic, queue_id, body, rows, [decode_properties(body[po:pe]).get(_UNIQ) for *_, po, pe in rows],
-                  born_host, born_timestamp, sys_flag, reconsume_times)  # fmt: skip
+                  born_host, born_timestamp, sys_flag, reconsume_times, properties)  # fmt: skip
 
     def _set(
         self, topic: str, queue_id: int, body: bytes, rows: Sequence[tuple[int, int, int, int, int]],
         uniq_keys: Sequence[str | None], born_host: tuple[str, int] | str, born_timestamp: int | None,
-        sys_flag: int, reconsume_times: int,
+        sys_flag: int, reconsume_times: int, properties: Mapping[str, str] | None,
     ) -> None:  # fmt: skip
         self.topic = topic
         self.queue_id = queue_id
@@ -185,6 +244,7 @@ class MessageBatch:
         self.born_timestamp = born_timestamp
         self.sys_flag = sys_flag
         self.reconsume_times = reconsume_times
+        self.properties = dict(properties) if properties else {}
 
     def __len__(self) -> int:
         return len(self.flags)
@@ -202,28 +262,33 @@ class MessageBatch:
     def from_body(
         cls, topic: str, queue_id: int, body: bytes, *, born_host: tuple[str, int] | str = ("127.0.0.1", 0),
         born_timestamp: int | None = None, sys_flag: int = 0, reconsume_times: int = 0,
+        properties: Mapping[str, str] | None = None,
     ) -> MessageBatch:  # fmt: skip
         """The constructor, named: a batch from the bytes a broker receives."""
         return cls(topic, queue_id, body, born_host=born_host, born_timestamp=born_timestamp, sys_flag=sys_flag,
-                   reconsume_times=reconsume_times)  # fmt: skip
+                   reconsume_times=reconsume_times, properties=properties)  # fmt: skip
 
     @classmethod
     def from_messages(
-        cls, msgs: Sequence[_MessageLike], uniq_key: Callable[[], str] | None = None, *, topic: str | None = None
+        cls, msgs: Sequence[_MessageLike], uniq_key: Callable[[], str] | None = None, *, topic: str | None = None,
+        client_version: str = "5.3.3",
     ) -> MessageBatch:
-        """Encode ``msgs`` as a producer does (``generateFromList`` + ``encodeMessages``).
+        """Encode ``msgs`` as a producer of ``client_version`` does (``DefaultMQProducer.batch()``).
 
         Refused with ValueError as the client refuses: mixed topics or WAIT values, a delay level,
         a retry topic; and what the wire format cannot carry per message: mixed queue ids, born
         hosts, born timestamps, sys flags or reconsume times, a prepared transaction offset. A
-        message without UNIQ_KEY gets ``uniq_key()`` (ValueError if None). ``topic`` names the
-        topic of an empty batch (which the store then refuses, as it refuses an empty list).
+        message without UNIQ_KEY gets ``uniq_key()`` (ValueError if None); then a 5.x producer
+        draws the batch's own UNIQ_KEY (so ``uniq_key`` is required there). ``properties``: WAIT
+        of the first message, and that UNIQ_KEY. ``topic`` names the topic of an empty batch
+        (which the store then refuses, as it refuses an empty list).
         """
+        trailing_separator_for(client_version)  # validates it
         batch = cls.__new__(cls)
         if not msgs:
             if topic is None:
                 raise ValueError("an empty batch needs topic=")
-            batch._set(topic, 0, b"", (), (), ("127.0.0.1", 0), None, 0, 0)
+            batch._set(topic, 0, b"", (), (), ("127.0.0.1", 0), None, 0, 0, None)
             return batch
         first = msgs[0]
         if topic is not None and topic != first.topic:
@@ -252,7 +317,7 @@ class MessageBatch:
                 uniq = uniq_key()
             props = client_properties(m, uniq)
             uniqs.append(props.get(_UNIQ))
-            data = encode_client_properties(props)
+            data = encode_client_properties(props, client_version)
             body = bytes(m.body)
             if len(data) > 32767:
                 raise ValueError(f"properties of {len(data)} bytes exceed 32767")
@@ -261,8 +326,13 @@ class MessageBatch:
             rows.append((m.flag, bo, len(body), po, po + len(data)))
             pieces.append(encode_message(m.flag, body, data))
             pos = po + len(data)
+        own = {_WAIT: "true" if first.wait_store_msg_ok else "false"}
+        if client_version != "4.9.8":
+            if uniq_key is None:
+                raise ValueError("a 5.x producer gives the batch its own UNIQ_KEY: pass uniq_key=")
+            own[_UNIQ] = uniq_key()
         batch._set(first.topic, first.queue_id, b"".join(pieces), rows, uniqs, first.born_host, first.born_timestamp,
-                   first.sys_flag, first.reconsume_times)  # fmt: skip
+                   first.sys_flag, first.reconsume_times, own)  # fmt: skip
         return batch
 
     def entries(self) -> list[BatchEntry]:

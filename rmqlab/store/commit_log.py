@@ -15,19 +15,22 @@ from __future__ import annotations
 
 import itertools
 import os
-import re
 import struct
 import threading
 import zlib
-from collections.abc import Callable, Sequence
-from itertools import accumulate, chain, repeat
-from operator import add, and_
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 from rmqlab.clock import Clock
 from rmqlab.codec import flags
 from rmqlab.codec._frozen import fast_constructor
-from rmqlab.codec.batch import MessageBatch
+from rmqlab.codec.batch import (
+    MessageBatch,
+    broker_batch_properties,
+    client_properties,
+    encode_client_properties,
+    record_properties,
+)
 from rmqlab.codec.crc import body_crc
 from rmqlab.codec.java_hash import java_hash
 from rmqlab.codec.message import (
@@ -42,6 +45,7 @@ from rmqlab.codec.message import (
 )
 from rmqlab.codec.msg_id import UniqKeyGenerator, create_offset_msg_id, ip_to_bytes
 from rmqlab.codec.names import validate_topic
+from rmqlab.codec.properties import decode_properties, raw_property_value
 from rmqlab.config import MessageStoreConfig
 from rmqlab.errors import InvalidTopic, RmqlabError
 from rmqlab.events import Appended, EventBus, Rolled
@@ -113,19 +117,13 @@ _UNIQ = flags.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 _PH_KEYS = "\x00\x00rmqlab-keys\x00\x00"
 _PH_UNIQ = "\x00\x00rmqlab-uniq\x00\x00"
 _MAX_SHAPES = 4096
-_MAX_BATCH_TEMPLATES = 8
-_SEP1 = flags.NAME_VALUE_SEPARATOR
-_SEP2 = flags.PROPERTY_SEPARATOR
 _WAIT = flags.PROPERTY_WAIT_STORE_MSG_OK
-_TEMPLATE_NAMES = frozenset((_KEYS, _UNIQ, _WAIT, flags.PROPERTY_TAGS))
-_VALUE = "([^\x01\x02]+)"
-# TOTALSIZE, MAGICCODE, BODYCRC, QUEUEID, FLAG, QUEUEOFFSET, PHYSICALOFFSET: what differs per record
-_HEAD_PRE = struct.Struct(">iiiiiqq")
-_SHORT_PACK = struct.Struct(">h").pack
-_SEP11 = "\x01\x01"  # joins many properties strings: no template and no record's properties hold it
-_SEP11B = b"\x01\x01"
-_HEAD_WITH_MIDDLE: dict[int, struct.Struct] = {}
 _crc32 = zlib.crc32
+
+
+def _clean(value: str | None) -> bool:
+    """No property separator in ``value`` (None: the name is absent)."""
+    return value is None or ("\x01" not in value and "\x02" not in value)
 
 
 def _keys_string(keys: str | Sequence[str] | None) -> str:
@@ -184,26 +182,21 @@ class _Shape:
         return key
 
 
-class _BatchTemplate:
-    """A client properties string layout seen in a :class:`MessageBatch`, for messages of one
-    :class:`_Shape` (``shape``). Its regex accepts exactly the strings of this layout whose KEYS
-    and UNIQ_KEY values are clean (non-empty, no 0x01 or 0x02): ``match`` is its ``fullmatch``,
-    ``findall`` finds it in many strings at once. Groups: (KEYS, UNIQ_KEY) in wire order
-    (``uniq_first`` when UNIQ_KEY comes first); without KEYS, ("", UNIQ_KEY). ``literal`` is the
-    length of a matching string without the two values."""
+class _Rows(NamedTuple):
+    """A batch encoded up to its offsets and store time (``CommitLog._rows``)."""
 
-    __slots__ = ("findall", "literal", "match", "shape", "uniq_first")
-
-    def __init__(self, pattern: re.Pattern[str], shape: _Shape, uniq_first: bool, literal: int) -> None:
-        self.match = pattern.fullmatch
-        self.findall = pattern.findall
-        self.shape = shape
-        self.uniq_first = uniq_first
-        self.literal = literal
+    topic: str
+    queue_id: int
+    magic: int
+    store_ip: bytes
+    rows: list[tuple]
 
 
-def _no_match(text: str) -> None:
-    return None
+class _BatchMessages(list):
+    """:meth:`CommitLog.batch_messages`' list: the messages, and the :class:`MessageBatch` they
+    came from (written as received when the list comes back to :meth:`CommitLog.encode_batch`)."""
+
+    batch: MessageBatch
 
 
 class CommitLog:
@@ -244,9 +237,6 @@ class CommitLog:
         self._uniq_prefix: tuple[int, str] = (-1, "")
         # _Shape (or None: this shape always takes the exact path) per shape key; see put_message
         self._shapes: dict[tuple, _Shape | None] = {}
-        # per (topic, born host, sys flag): the _BatchTemplates MessageBatch puts matched lately
-        self._batch_templates: dict[tuple, list[_BatchTemplate]] = {}
-        self._msg_ids_format: dict[int, str] = {}  # per batch size: the msgIds' "%016X" format
         self.fast_path = True  # False: every put takes the exact reference path (tests compare both)
         self._max_message_size = config.max_message_size  # the config is frozen: read once
         self._max_record_size = config.max_record_size
@@ -656,374 +646,30 @@ class CommitLog:
     def put_messages(self, msgs: Sequence[Message] | MessageBatch) -> PutMessageResult:
         """Append a batch (one topic and queue) as consecutive records sharing one store time.
 
-        Like RocketMQ's ``MessageExtBatch``: if the whole batch does not fit in the current
-        file, none of it is written there; the batch body must be <= ``max_message_size``.
-        ``msgs`` is a list of messages or a producer-encoded :class:`MessageBatch`; the records
-        are the same either way (a MessageBatch the fast path cannot take is decoded into its
-        messages and put as a list).
+        RocketMQ 4.9.8 / 5.3.3 ``MessageExtBatch``: each record's properties are the inner
+        message's client properties string followed by the batch's own (:meth:`encode_batch`);
+        if the whole batch does not fit in the current file, none of it is written there; the
+        batch body must be <= ``max_message_size``. ``msgs`` is a list of messages (the store
+        plays the producer) or a producer-encoded :class:`MessageBatch` (its bytes as sent).
         """
-        if msgs.__class__ is MessageBatch:
-            batch: MessageBatch = msgs  # type: ignore[assignment]
-            if self.fast_path and self.writeable and batch.flags:
-                try:
-                    result = self._put_message_batch(batch)
-                except (UnicodeDecodeError, TypeError):  # undecodable properties, unhashable host
-                    result = None
-                if result is not None:
-                    return result
-            msgs = self.batch_messages(batch)
-        drawn: list[str] = []
-        if self.fast_path and self.writeable and msgs:
-            result = self._put_batch_fast(msgs, drawn)
+        is_batch = msgs.__class__ is MessageBatch
+        rows = self._message_batch_rows(msgs) if is_batch else self._batch_rows(msgs)  # type: ignore[arg-type]
+        if isinstance(rows, PutMessageResult):
+            return rows
+        if self.fast_path:
+            result = self._write_rows(rows)
             if result is not None:
                 return result
-        encoded = self.encode_batch(msgs, uniqs=drawn)
-        if isinstance(encoded, PutMessageResult):
-            return encoded
-        return self._put(encoded)
-
-    def _put_batch_fast(self, msgs: Sequence[Message], drawn: list[str]) -> PutMessageResult | None:
-        """:meth:`put_messages` for a batch every message of which the fast path encodes: the
-        per-message steps of :meth:`put_message` (inlined) with one time prefix for the UNIQ_KEYs,
-        then one lock, one file check, every head packed with its final offsets, the records
-        joined and copied into the file at once, one result. None (nothing written) sends the
-        batch to the exact path, which then gives the answer (refusal or records)."""
-        first = msgs[0]
-        topic, queue_id = first.topic, first.queue_id
-        if queue_id < 0:
-            return None
-        now = self.clock.now_ms()
-        shapes = self._shapes
-        max_body = self._max_message_size
-        uniq_prefix = self._uniq_prefix
-        if uniq_prefix[0] != now:
-            uniq_prefix = self._uniq_prefix = (now, self._uniq.time_prefix(now, self._tz))
-        uniq_prefix_s = uniq_prefix[1]
-        counter = self._uniq_counter
-        add_drawn = drawn.append
-        recs = []
-        add = recs.append
-        batch_body = total_all = 0
-        for m in msgs:
-            if m.properties or m.topic != topic or m.queue_id != queue_id or m.sys_flag & _TX_MASK:
-                return None
-            keys = m.keys
-            try:
-                ks = _keys_string(keys)
-                skey = (topic, m.tags, m.born_host, m.sys_flag, m.wait_store_msg_ok, m.delay_time_level, not ks)
-                shape = shapes.get(skey, False)
-            except TypeError:
-                return None
-            if shape is False:
-                shape = self._new_shape(skey, m, ks)
-            if shape is None or (ks and ("\x01" in ks or "\x02" in ks)):
-                return None
-            body = m.body
-            if len(body) > max_body:
-                return None
-            uniq = m.uniq_key
-            if not uniq:
-                uniq = f"{uniq_prefix_s}{next(counter) & 0xFFFF:04X}"
-            elif uniq.__class__ is not str or "\x01" in uniq or "\x02" in uniq:
-                return None
-            add_drawn(uniq)
-            props = shape.properties(ks, uniq)
-            plen = len(props)
-            total = shape.fixed + len(body) + plen
-            if plen > _MAX_PROPERTIES_LENGTH or total > self._max_record_size:
-                return None
-            batch_body += 22 + len(body) + plen  # MessageDecoder.encodeMessages' size of it
-            total_all += total
-            born = m.born_timestamp
-            add((
-                shape, total, _crc32(body) & 0x7FFFFFFF, shape.topic_tail + plen.to_bytes(2, "big") + props,
-                (topic, queue_id, shape.tags_code, ks or None, uniq, shape.sys_flag, m.prepared_transaction_offset,
-                 props),
-                now if born is None else born, m,
-            ))  # fmt: skip
-        if batch_body > max_body:
-            return None
-        n = len(recs)
-        pieces: list[bytes] = []
-        piece = pieces.append
-        with self.put_lock:
-            mf = self._fast_file(total_all)
-            if mf is None:
-                return None
-            pos = mf.wrote_position
-            qkey = recs[0][0].queue_key(queue_id)  # no transactions: every record gets an offset
-            table = self.topic_queue_table
-            q = first_q = table.get(qkey, 0)
-            now = self.clock.now_ms()
-            phys = wrote = mf.file_from_offset + pos
-            store_ip, store_port = self._store_ip, self.store_host[1]
-            hints = self.dispatch_hints
-            if len(hints) >= _MAX_DISPATCH_HINTS:
-                hints.clear()
-            for shape, total, crc, tail, dispatch, born, m in recs:
-                body = m.body
-                piece(shape.head.pack(
-                    total, shape.magic, crc, queue_id, m.flag, q, phys, shape.sys_flag, born, shape.born_ip,
-                    shape.born_port, now, store_ip, store_port, m.reconsume_times, dispatch[6], len(body),
-                ))  # fmt: skip
-                piece(body)
-                piece(tail)
-                hints[phys] = (total, q, now, shape.ts_pos, dispatch)
-                phys += total
-                q += 1
-            mf.write_target[pos : pos + total_all] = b"".join(pieces)
-            table[qkey] = q
-            mf.wrote_position = pos + total_all
-            mf.store_timestamp = now
-            if self.bus.active:
-                self.bus.publish(Appended("commitlog", mf.name, wrote, total_all, pos + total_all))
-        prefix = self._msg_id_prefix
-        ids = []
-        off = wrote
-        for r in recs:
-            ids.append(f"{prefix}{off:016X}")
-            off += r[1]
-        result = put_ok(wrote, total_all, ",".join(ids), now, first_q, n)
-        if self.on_put is not None:
-            self.on_put(result.append_result)  # type: ignore[arg-type]
-        return result
-
-    def _put_message_batch(self, batch: MessageBatch) -> PutMessageResult | None:
-        """:meth:`put_messages` for a producer-encoded :class:`MessageBatch`: what
-        ``MessageExtBatchEncoder`` does per inner message, in C-level passes over the batch.
-        Outside the lock everything that does not depend on where and when the records land
-        (:meth:`_prepare_message_batch`); under it one file check, the heads with their offsets
-        and store time, the hints, one copy of the joined records into the file; one result.
-        None (nothing written, no UNIQ_KEY drawn) sends the batch to the list path, which then
-        gives the answer."""
-        if batch.queue_id < 0 or batch.sys_flag & _TX_MASK:
-            return None
-        born = batch.born_timestamp
-        if born is None:
-            born = self.clock.now_ms()  # as the list path: "now" before the lock
-        prepared = self._prepare_message_batch(batch)
-        if prepared is None:
-            return None
-        runs, total_all = prepared
-        n = len(batch.flags)
-        with self.put_lock:
-            mf = self._fast_file(total_all)
-            if mf is None:
-                return None
-            pos = mf.wrote_position
-            qkey = f"{batch.topic}-{batch.queue_id}"
-            table = self.topic_queue_table
-            q = first_q = table.get(qkey, 0)
-            now = self.clock.now_ms()
-            phys = wrote = mf.file_from_offset + pos
-            hints = self.dispatch_hints
-            if len(hints) >= _MAX_DISPATCH_HINTS:
-                hints.clear()
-            pieces: list[bytes | memoryview] = []
-            offsets: list[int] = []
-            mv = memoryview(batch.body)
-            for run in runs:
-                phys, q = self._emit_run(batch, mv, run, phys, q, now, born, pieces, hints, offsets)
-            mf.write_target[pos : pos + total_all] = b"".join(pieces)
-            table[qkey] = q
-            mf.wrote_position = pos + total_all
-            mf.store_timestamp = now
-            if self.bus.active:
-                self.bus.publish(Appended("commitlog", mf.name, wrote, total_all, pos + total_all))
-        ids = self._msg_ids_format.get(n)
-        if ids is None:
-            if len(self._msg_ids_format) >= 256:
-                self._msg_ids_format.clear()
-            ids = self._msg_ids_format[n] = ",".join([f"{self._msg_id_prefix}%016X"] * n)
-        result = put_ok(wrote, total_all, ids % tuple(offsets), now, first_q, n)
-        if self.on_put is not None:
-            self.on_put(result.append_result)  # type: ignore[arg-type]
-        return result
-
-    def _prepare_message_batch(self, batch: MessageBatch, one_by_one: bool = False) -> tuple[list[tuple], int] | None:
-        """The position-free part of :meth:`_put_message_batch`: ``(runs, total bytes)`` or None
-        when the list path must answer (a layout it does not know, a record too big, the batch
-        body over ``max_message_size`` by the list path's rule).
-
-        The messages' client properties strings are matched against the templates of their
-        layouts (:class:`_BatchTemplate`): all at once with one ``findall`` over the strings
-        joined by 0x01 0x01 when they share the last layout seen (the usual case), else
-        (``one_by_one``) one by one, in runs of one layout. A match proves the string is the
-        template's with those KEYS and UNIQ_KEY values. Then per run, each step one C-level pass (``map``/``zip``/
-        ``join``): the broker properties of all its messages from the shape's segments (as the
-        list path builds them) in one string, encoded and split once; the record sizes; one CRC
-        per body slice."""
-        data = batch.body
-        mv = memoryview(data)
-        n = len(batch.flags)
-        tkey = (batch.topic, batch.born_host, batch.sys_flag)
-        tpls = self._batch_templates.get(tkey)
-        matched: list[tuple[_BatchTemplate, list[int] | None, Sequence[str], Sequence[str]]] | None = None
-        client_chars = -1  # with one findall: the matched strings' length, checked below
-        if tpls and not one_by_one:
-            text = _SEP11B.join(map(mv.__getitem__, batch.properties_slices)).decode()
-            found = tpls[0].findall(text)
-            if len(found) == n:
-                w1, w2 = zip(*found, strict=True)
-                matched = [(tpls[0], None, w1, w2)]
-                client_chars = len(text) - 2 * (n - 1)
-        if matched is None:
-            matched = []
-            tpl = tpls[0] if tpls else None
-            for i, ps in enumerate(batch.properties_slices):
-                text = data[ps].decode()
-                m = tpl.match(text) if tpl is not None else None
-                if m is None:
-                    tpl = self._batch_template(batch, tkey, text)
-                    if tpl is None:
-                        return None
-                    m = tpl.match(text)
-                if not matched or matched[-1][0] is not tpl:
-                    matched.append((tpl, [], [], []))
-                g1, g2 = m.groups()  # type: ignore[union-attr]
-                matched[-1][1].append(i)  # type: ignore[union-attr]
-                matched[-1][2].append(g1)  # type: ignore[attr-defined]
-                matched[-1][3].append(g2)  # type: ignore[attr-defined]
-        runs = []
-        total_all = body_sum = 0
-        max_record = self._max_record_size
-        for tpl, which, w1, w2 in matched:
-            if which is None:
-                flags_, lengths, body_slices, lb_slices = (batch.flags, batch.body_lengths, batch.body_slices,
-                                                           batch.length_body_slices)  # fmt: skip
-            else:
-                flags_ = [batch.flags[i] for i in which]
-                lengths = [batch.body_lengths[i] for i in which]
-                body_slices = [batch.body_slices[i] for i in which]
-                lb_slices = [batch.length_body_slices[i] for i in which]
-            shape = tpl.shape
-            ks, uniqs = (w2, w1) if tpl.uniq_first else (w1, w2)
-            a, b = (ks, uniqs) if shape.keys_first else (uniqs, ks)
-            text = "".join(chain.from_iterable(zip(repeat(shape.seg0), a, repeat(shape.seg1), b,
-                                                   repeat(shape.seg2 + _SEP11), strict=False)))  # fmt: skip
-            if client_chars >= 0:
-                # Matches cannot span a separator (no template holds 0x01 0x01), so n matches
-                # whose lengths add up to the strings' are one full match per string; the
-                # values' length is that of the broker strings without their literal parts.
-                rec_literal = len(shape.seg0) + len(shape.seg1) + len(shape.seg2)
-                if len(text) - 2 * n - n * rec_literal + n * tpl.literal != client_chars:
-                    return self._prepare_message_batch(batch, one_by_one=True)
-            props = text.encode().split(_SEP11B)
-            if len(props) != len(w1) + 1:  # a separator inside a segment (no: see _batch_template); be sure
-                return None
-            props.pop()
-            plens = list(map(len, props))
-            totals = list(map(shape.fixed.__add__, map(add, lengths, plens)))
-            if max(plens) > _MAX_PROPERTIES_LENGTH or max(totals) > max_record:
-                return None
-            crcs = list(map(and_, map(_crc32, map(mv.__getitem__, body_slices)), repeat(0x7FFFFFFF)))
-            runs.append((shape, flags_, lb_slices, props, plens, totals, crcs, ks, uniqs))
-            total_all += sum(totals)
-            body_sum += sum(lengths) + sum(plens)
-        if body_sum + 22 * n > self._max_message_size:  # the list path's batch body rule
-            return None
-        return runs, total_all
-
-    def _emit_run(
-        self, batch: MessageBatch, mv: memoryview, run: tuple, phys: int, q: int, now: int, born: int,
-        pieces: list, hints: dict, offsets: list,
-    ) -> tuple[int, int]:  # fmt: skip
-        """Under the put lock: the records of one prepared run at ``phys`` with queue offsets from
-        ``q`` (pieces to join, their hints, their offsets), each step one C-level pass: heads
-        packed with a per-batch constant middle, the body with its length field (the wire
-        format has it just before the body) as a slice of the batch. Returns the next offset
-        and queue offset."""
-        shape, flags_, lb_slices, props, plens, totals, crcs, ks, uniqs = run
-        n = len(totals)
-        run_offsets = list(accumulate(totals, initial=phys))
-        end = run_offsets.pop()
-        offsets += run_offsets
-        queue_offsets = range(q, q + n)
-        mid, hpack = self._head_middle(shape, born, now, batch.reconsume_times)
-        heads = map(hpack, totals, repeat(shape.magic), crcs, repeat(batch.queue_id), flags_, queue_offsets,
-                    run_offsets, repeat(mid))  # fmt: skip
-        pieces += chain.from_iterable(zip(
-            heads, map(mv.__getitem__, lb_slices), repeat(shape.topic_tail), map(_SHORT_PACK, plens), props,
-            strict=False,
-        ))  # fmt: skip
-        keys = ks if ks[0] else repeat(None)  # a run's KEYS are all non-empty, or all "" (no KEYS)
-        dispatch = zip(repeat(batch.topic), repeat(batch.queue_id), repeat(shape.tags_code), keys, uniqs,
-                       repeat(shape.sys_flag), repeat(0), props, strict=False)  # fmt: skip
-        hints.update(zip(run_offsets, zip(totals, queue_offsets, repeat(now), repeat(shape.ts_pos), dispatch,
-                                          strict=False), strict=False))  # fmt: skip
-        return end, q + n
-
-    def _head_middle(self, shape: _Shape, born: int, now: int, reconsume: int) -> tuple[bytes, Callable[..., bytes]]:
-        """The head bytes from SYSFLAG to PREPAREDTRANSACTIONOFFSET (the same for every record of
-        ``shape`` in one batch) and the pack function of the head up to them plus them."""
-        mid = b"".join((
-            _INT.pack(shape.sys_flag), _LONG.pack(born), shape.born_ip, _INT.pack(shape.born_port), _LONG.pack(now),
-            self._store_ip, _INT.pack(self.store_host[1]), _INT.pack(reconsume), _LONG.pack(0),  # type: ignore[arg-type]
-        ))  # fmt: skip
-        st = _HEAD_WITH_MIDDLE.get(len(mid))
-        if st is None:
-            st = _HEAD_WITH_MIDDLE[len(mid)] = struct.Struct(f"{_HEAD_PRE.format}{len(mid)}s")
-        return mid, st.pack
-
-    def _batch_template(self, batch: MessageBatch, tkey: tuple, text: str) -> _BatchTemplate | None:
-        """The template the client properties ``text`` of a message of ``batch`` matches: one of
-        those used lately for ``tkey`` (moved to the front), or a new one built from ``text``;
-        None when messages like this one take the list path (user properties, no UNIQ_KEY, an
-        odd WAIT, anything the exact parse would not read back as written)."""
-        tpls = self._batch_templates.setdefault(tkey, [])
-        for i, tpl in enumerate(tpls):
-            if tpl.match(text) is not None:
-                if i:
-                    tpls.insert(0, tpls.pop(i))
-                return tpl
-        if not text.endswith(_SEP2):
-            return None
-        values: dict[str, str] = {}
-        parts = text[:-1].split(_SEP2)
-        for part in parts:
-            name, sep, value = part.partition(_SEP1)
-            if not sep or not name or not value or _SEP1 in value or name in values:
-                return None
-            values[name] = value
-        if _UNIQ not in values or not values.keys() <= _TEMPLATE_NAMES or values.get(_WAIT) not in ("true", "false"):
-            return None
-        has_keys = _KEYS in values
-        tags = values.get(flags.PROPERTY_TAGS)
-        wait = values[_WAIT] == "true"
-        skey = (batch.topic, tags, batch.born_host, batch.sys_flag, wait, 0, not has_keys)
-        shape = self._shapes.get(skey, False)
-        if shape is False:
-            probe = Message(batch.topic, b"", tags=tags, keys=_PH_KEYS if has_keys else (), born_host=batch.born_host,
-                            sys_flag=batch.sys_flag, wait_store_msg_ok=wait)  # fmt: skip
-            shape = self._new_shape(skey, probe, _PH_KEYS if has_keys else "")
-        if shape is None or _SEP11 in f"{shape.seg0}x{shape.seg1}x{shape.seg2}" or shape.seg0.startswith(_SEP1) \
-                or (shape.seg2 or shape.seg1).endswith(_SEP1):  # a CLUSTER name with 0x01: see _prepare_message_batch
-            return None
-        pattern = [] if has_keys else ["()"]  # no KEYS: group 1 matches "" (the empty KEYS string)
-        order = []
-        for part in parts:
-            name = part.partition(_SEP1)[0]
-            if name in (_KEYS, _UNIQ):
-                order.append(name)
-                pattern.append(re.escape(name + _SEP1) + _VALUE + _SEP2)
-            else:
-                pattern.append(re.escape(part + _SEP2))
-        tpl = _BatchTemplate(re.compile("".join(pattern)), shape, order[0] == _UNIQ and has_keys,
-                             len(text) - len(values[_UNIQ]) - len(values.get(_KEYS, "")))  # fmt: skip
-        if len(tpls) >= _MAX_BATCH_TEMPLATES:
-            tpls.pop()
-        if len(self._batch_templates) >= _MAX_SHAPES:
-            self._batch_templates.clear()
-            self._batch_templates[tkey] = tpls
-        tpls.insert(0, tpl)
-        return tpl if tpl.match(text) is not None else None
+        return self._put(self._encoded(rows))
 
     def batch_messages(self, batch: MessageBatch) -> list[Message]:
-        """The messages a :class:`MessageBatch` carries, as the list path takes them: the batch
-        header's fields, each message's flag and body, and its properties map split back into
-        ``Message`` fields (TAGS, KEYS, UNIQ_KEY, a canonical DELAY and WAIT; the rest as user
-        properties, in wire order)."""
-        out = []
+        """The messages a :class:`MessageBatch` carries (for checks that take messages, e.g. the
+        memory store's): the batch header's fields, each message's flag and body, its properties
+        map split back into ``Message`` fields (TAGS, KEYS, UNIQ_KEY, a canonical DELAY and WAIT;
+        the rest as user properties, in wire order). The list remembers ``batch``, so
+        :meth:`encode_batch` writes the wire bytes as they are, not a re-encoding of these."""
+        out = _BatchMessages()
+        out.batch = batch
         for flag, body, props in batch.entries():
             tags = props.pop(flags.PROPERTY_TAGS, None)
             keys = props.pop(_KEYS, ())
@@ -1050,10 +696,55 @@ class CommitLog:
         """Check and encode a batch by ``MessageExtBatch``'s rules (one topic and queue, no
         transactions, batch body <= ``max_message_size``); the refusal if any. ``check`` replaces
         :meth:`check_message` per message (the memory store adds its own rules); ``uniqs[i]``
-        is the UNIQ_KEY for ``msgs[i]`` if it brings none (those the fast path already drew)."""
+        is the UNIQ_KEY for ``msgs[i]`` if it brings none.
+
+        The store plays a producer of its ``rocketmq_version``: each message's client map
+        (KEYS, TAGS, DELAY, WAIT, user properties, UNIQ_KEY) in ``HashMap(16)`` order as its
+        inner properties; the batch's own map, WAIT of the first message and (5.x) a UNIQ_KEY
+        drawn after the messages' (``DefaultMQProducer.batch()``). Header fields stay per
+        message. A list from :meth:`batch_messages` is checked as messages, written as its batch.
+        """
+        rows = self._batch_rows(msgs, check, uniqs)
+        return rows if isinstance(rows, PutMessageResult) else self._encoded(rows)
+
+    def _batch_rows(
+        self, msgs: Sequence[Message], check: Callable[[Message], PutMessageResult | None] | None = None,
+        uniqs: Sequence[str] = (),
+    ) -> _Rows | PutMessageResult:  # fmt: skip
         if not msgs:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason="empty batch")
-        check = check or self.check_message
+        bad = self._check_batch_messages(msgs, check or self.check_message)
+        if bad is not None:
+            return bad
+        if isinstance(msgs, _BatchMessages):
+            return self._wire_rows(msgs.batch)
+        version = self.config.rocketmq_version
+        now = self.clock.now_ms()
+        items = []
+        for i, m in enumerate(msgs):
+            uniq = None
+            if not m.uniq_key and not (m.properties and m.properties.get(_UNIQ)):
+                uniq = uniqs[i] if i < len(uniqs) and uniqs[i] else self.new_uniq_key(now)
+            props = client_properties(m, uniq)
+            # Without user properties every name is a constant and every value non-empty; with
+            # no separator in TAGS, KEYS, UNIQ_KEY either, parsing the string gives the map back.
+            known = None
+            if not m.properties:
+                tags, keys, uniq = props.get(flags.PROPERTY_TAGS), props.get(_KEYS), props.get(_UNIQ)
+                if _clean(tags) and _clean(keys) and _clean(uniq):
+                    known = (tags, keys, uniq)
+            born = m.born_timestamp
+            items.append((m.flag, m.body, encode_client_properties(props, version), m.born_host,
+                          now if born is None else born, m.sys_flag, m.reconsume_times, known))  # fmt: skip
+        first = msgs[0]
+        own = {_WAIT: "true" if first.wait_store_msg_ok else "false"}
+        if version != "4.9.8":
+            own[_UNIQ] = self.new_uniq_key(now)
+        return self._rows(first.topic, first.queue_id, items, own)
+
+    def _check_batch_messages(
+        self, msgs: Sequence[Message], check: Callable[[Message], PutMessageResult | None]
+    ) -> PutMessageResult | None:
         first = msgs[0]
         for m in msgs:
             bad = check(m)
@@ -1063,21 +754,168 @@ class CommitLog:
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason="a batch must share topic and queue")
             if m.sys_flag & _TX_MASK:
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason="transactions cannot be batched")
-        now = self.clock.now_ms()
-        encoded: list[EncodedRecord] = []
-        batch_body = 0
-        for i, m in enumerate(msgs):
-            enc = self.encode_record(m, now, uniqs[i] if i < len(uniqs) else None)
-            if isinstance(enc, PutMessageResult):
-                return enc
-            encoded.append(enc)
-            batch_body += enc.batch_size
-        if batch_body > self.config.max_message_size:
+        return None
+
+    def encode_message_batch(self, batch: MessageBatch) -> list[EncodedRecord] | PutMessageResult:
+        """:meth:`encode_batch` for a producer-encoded :class:`MessageBatch`: the same checks and
+        refusals, in the same order (the header's, then each body's size), then every inner
+        message's properties bytes exactly as received, and ``batch.properties`` as the batch's."""
+        rows = self._message_batch_rows(batch)
+        return rows if isinstance(rows, PutMessageResult) else self._encoded(rows)
+
+    def _message_batch_rows(self, batch: MessageBatch) -> _Rows | PutMessageResult:
+        n = len(batch.flags)
+        if not n:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason="empty batch")
+        data = batch.body
+        lengths = batch.body_lengths
+        bad = self.check_message(Message(batch.topic, data[batch.body_slices[0]], queue_id=batch.queue_id))
+        if bad is not None:
+            return bad
+        if batch.sys_flag & _TX_MASK:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason="transactions cannot be batched")
+        limit = self.config.max_message_size
+        for i in range(1, n):
+            if lengths[i] > limit:
+                reason = f"body of {lengths[i]} bytes exceeds max_message_size {limit}"
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason=reason)
+        return self._wire_rows(batch)
+
+    def _wire_rows(self, batch: MessageBatch) -> _Rows | PutMessageResult:
+        data = batch.body
+        born = self.clock.now_ms() if batch.born_timestamp is None else batch.born_timestamp
+        host, sys_flag, reconsume = batch.born_host, batch.sys_flag, batch.reconsume_times
+        items = [(f, data[bs], data[ps], host, born, sys_flag, reconsume, None)
+                 for f, bs, ps in zip(batch.flags, batch.body_slices, batch.properties_slices, strict=True)]
+        return self._rows(batch.topic, batch.queue_id, items, batch.properties)
+
+    def _rows(
+        self, topic: str, queue_id: int, items: Sequence[tuple], own: Mapping[str, str]
+    ) -> _Rows | PutMessageResult:
+        """``MessageExtBatchEncoder.encode``: one record per ``(flag, body, inner properties
+        bytes, born host, born time, sys flag, reconsume times, (TAGS, KEYS, UNIQ_KEY) of the
+        inner string if the caller knows its parse, else None)``, its properties
+        ``record_properties(inner, batch string)`` with the batch string built once from the
+        batch's map ``own`` as the broker builds it (``broker_batch_properties``). The dispatch
+        hint is what parsing the record gives (later names win: a 5.x batch UNIQ_KEY is every
+        record's). Records over 32767 property bytes or ``max_record_size``, and a batch body
+        over ``max_message_size``, are refused. Returns what :meth:`_write_rows` packs (or
+        :meth:`_encoded` encodes): everything but the offsets and the store time."""
+        config = self.config
+        batch_props = broker_batch_properties(own, config.broker_cluster_name, config.rocketmq_version)
+        # parse(inner + [0x02] + batch) is parse(inner) updated by parse(batch): the pairs line up
+        # at the 0x02 between them, and a later name wins. So a name the batch string has is its
+        # value there; any other is the inner string's (its last well-formed pair).
+        in_batch = decode_properties(batch_props)
+        names = [(name in in_batch, in_batch.get(name), name.encode() + b"\x01")
+                 for name in (flags.PROPERTY_TAGS, _KEYS, _UNIQ)]  # fmt: skip
+        tags_b, keys_b, uniq_b = names
+        store_ip = self._store_ip or ip_to_bytes(self.store_host[0])
+        store_v6 = flags.STOREHOSTADDRESS_V6_FLAG if len(store_ip) == 16 else 0
+        _version, magic, topic_tail = topic_field(topic, self._version)
+        fixed = len(topic_tail) + 2
+        hinted = topic != flags.SCHEDULE_TOPIC  # its tags code depends on the reput's delay table
+        max_record = config.max_record_size
+        rows: list[tuple] = []
+        wire = 0
+        last: tuple = (None, None)  # (host, sys flag) of the previous record and what they give
+        for flag, body, inner, host, born, sys_flag, reconsume, known in items:
+            props = record_properties(inner, batch_props)
+            plen = len(props)
+            if plen > _MAX_PROPERTIES_LENGTH:
+                return PutMessageResult(
+                    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+                    reason=f"properties of {plen} bytes exceed {_MAX_PROPERTIES_LENGTH}",
+                )
+            if last[0] != host or last[1] != sys_flag:
+                born_ip, born_port = self._host(host)
+                sf = (sys_flag & ~_V6_FLAGS) | store_v6 | (flags.BORNHOST_V6_FLAG if len(born_ip) == 16 else 0)
+                head = head_struct(len(born_ip), len(store_ip))
+                last = (host, sys_flag, born_ip, born_port, sf, head)
+            else:
+                _h, _s, born_ip, born_port, sf, head = last
+            total = head.size + len(body) + fixed + plen
+            if total > max_record:
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                        reason=f"record of {total} bytes exceeds {max_record}")  # fmt: skip
+            size = 22 + len(body) + len(inner)  # its size in the batch body (MessageDecoder.encodeMessage)
+            wire += size
+            dispatch = None
+            if hinted:
+                if known is None:
+                    known = [None if b[0] else raw_property_value(inner, b[2]) for b in names]
+                tags = tags_b[1] if tags_b[0] else known[0]
+                keys = keys_b[1] if keys_b[0] else known[1]
+                uniq = uniq_b[1] if uniq_b[0] else known[2]
+                dispatch = (topic, queue_id, java_hash(tags) if tags else 0, keys, uniq, sf, 0, props)
+            rows.append((head, total, _crc32(body) & 0x7FFFFFFF, flag, sf, born, born_ip, born_port, reconsume, body,
+                         topic_tail + plen.to_bytes(2, "big") + props, dispatch, size))  # fmt: skip
+        if wire > config.max_message_size:
             return PutMessageResult(
                 PutMessageStatus.MESSAGE_ILLEGAL,
-                reason=f"batch body of {batch_body} bytes exceeds max_message_size {self.config.max_message_size}",
+                reason=f"batch body of {wire} bytes exceeds max_message_size {config.max_message_size}",
             )
-        return encoded
+        return _Rows(topic, queue_id, magic, store_ip, rows)
+
+    def _encoded(self, rows: _Rows) -> list[EncodedRecord]:
+        """The rows as :class:`EncodedRecord` objects (zero offsets and store time), for
+        :meth:`_put` and the memory store."""
+        out = []
+        qkey = f"{rows.topic}-{rows.queue_id}"
+        store_port = self.store_host[1]
+        for head, total, crc, flag, sf, born, born_ip, born_port, reconsume, body, tail, dispatch, size in rows.rows:
+            data = bytearray(head.pack(total, rows.magic, crc, rows.queue_id, flag, 0, 0, sf, born, born_ip, born_port,
+                                       0, rows.store_ip, store_port, reconsume, 0, len(body)))  # fmt: skip
+            data += body
+            data += tail
+            out.append(EncodedRecord(data, qkey, store_timestamp_position(sf), True, size, dispatch))
+        return out
+
+    def _write_rows(self, rows: _Rows) -> PutMessageResult | None:
+        """Under the put lock: one file check (rolling as :meth:`_put` rolls), every head packed
+        with its final queue offset, physical offset and store time, the records joined and
+        copied into the file at once, their hints, one result. None (nothing written) when only
+        :meth:`_put` can go on (not writeable, no file, a record fitting no file)."""
+        recs = rows.rows
+        total_all = sum([r[1] for r in recs])
+        queue_id, magic, store_ip, store_port = rows.queue_id, rows.magic, rows.store_ip, self.store_host[1]
+        pieces: list[bytes] = []
+        piece = pieces.append
+        offsets: list[int] = []
+        with self.put_lock:
+            mf = self._fast_file(total_all)
+            if mf is None:
+                return None
+            pos = mf.wrote_position
+            qkey = f"{rows.topic}-{queue_id}"
+            table = self.topic_queue_table
+            q = first_q = table.get(qkey, 0)  # no transactions: every record gets an offset
+            now = self.clock.now_ms()
+            phys = wrote = mf.file_from_offset + pos
+            hints = self.dispatch_hints
+            if len(hints) >= _MAX_DISPATCH_HINTS:
+                hints.clear()
+            for head, total, crc, flag, sf, born, born_ip, born_port, reconsume, body, tail, dispatch, _s in recs:
+                piece(head.pack(total, magic, crc, queue_id, flag, q, phys, sf, born, born_ip, born_port, now, store_ip,
+                                store_port, reconsume, 0, len(body)))  # fmt: skip
+                piece(body)
+                piece(tail)
+                if dispatch is not None:
+                    hints[phys] = (total, q, now, 68 if sf & flags.BORNHOST_V6_FLAG else 56, dispatch)
+                offsets.append(phys)
+                phys += total
+                q += 1
+            mf.write_target[pos : pos + total_all] = b"".join(pieces)
+            table[qkey] = q
+            mf.wrote_position = pos + total_all
+            mf.store_timestamp = now
+            if self.bus.active:
+                self.bus.publish(Appended("commitlog", mf.name, wrote, total_all, pos + total_all))
+        prefix = self._msg_id_prefix
+        result = put_ok(wrote, total_all, ",".join([f"{prefix}{o:016X}" for o in offsets]), now, first_q, len(recs))
+        if self.on_put is not None:
+            self.on_put(result.append_result)  # type: ignore[arg-type]
+        return result
 
     def _put(self, encoded: list[EncodedRecord]) -> PutMessageResult:
         total = sum(len(e.data) for e in encoded) if len(encoded) > 1 else len(encoded[0].data)

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rmqlab.codec import flags
 from rmqlab.codec.batch import (
     BatchEntry,
     MessageBatch,
@@ -39,6 +40,27 @@ def test_client_properties_string_is_hashmap_order_with_trailing_separators() ->
     props = client_properties(m, None)
     assert list(props) == ["KEYS", "TAGS", "WAIT", "UNIQ_KEY"]  # insertion order (the client's)
     assert encode_client_properties(props) == b"KEYS\x01k1 k2\x02UNIQ_KEY\x01U1\x02WAIT\x01true\x02TAGS\x01TagA\x02"
+    # a 4.9.x client's messageProperties2String drops the last separator
+    last_dropped = b"KEYS\x01k1 k2\x02UNIQ_KEY\x01U1\x02WAIT\x01true\x02TAGS\x01TagA"
+    assert encode_client_properties(props, "4.9.8") == last_dropped
+
+
+def test_batch_level_properties() -> None:
+    """generateFromList: WAIT of the first message; a 5.x producer then gives the batch its own
+    UNIQ_KEY (drawn after the messages'), a 4.9.x one does not."""
+    msgs = [Message("T", b"a", wait_store_msg_ok=False), Message("T", b"b", wait_store_msg_ok=False)]
+    b5 = MessageBatch.from_messages(msgs, _uniqs())
+    assert b5.uniq_keys == ("C0A8000100002A9F0000000000000000", "C0A8000100002A9F0000000000000001")
+    assert b5.properties == {"WAIT": "false", "UNIQ_KEY": "C0A8000100002A9F0000000000000002"}
+    b4 = MessageBatch.from_messages(msgs, _uniqs(), client_version="4.9.8")
+    assert b4.properties == {"WAIT": "false"}
+    assert b4.entries() == b5.entries()  # the same maps; only the strings' last separator differs
+    assert b4.body[b4.properties_slices[0]] + b"\x02" == b5.body[b5.properties_slices[0]]
+    with pytest.raises(ValueError, match="batch its own UNIQ_KEY"):
+        MessageBatch.from_messages([Message("T", b"a", uniq_key="U")])
+    got = MessageBatch.from_body("T", 0, b4.body, properties={"WAIT": "true", "x": "y"})
+    assert got.properties == {"WAIT": "true", "x": "y"}
+    assert MessageBatch.from_body("T", 0, b4.body).properties == {}
 
 
 def test_uniq_key_rule() -> None:
@@ -49,8 +71,8 @@ def test_uniq_key_rule() -> None:
     assert batch.uniq_keys == ("C0A8000100002A9F0000000000000000", "MINE", "P", "C0A8000100002A9F0000000000000001")
     assert [e.properties["UNIQ_KEY"] for e in batch.entries()] == list(batch.uniq_keys)
     with pytest.raises(ValueError, match="uniq_key"):
-        MessageBatch.from_messages([Message("T", b"a")])
-    assert MessageBatch.from_messages([Message("T", b"a", uniq_key="U")]).uniq_keys == ("U",)
+        MessageBatch.from_messages([Message("T", b"a")], client_version="4.9.8")
+    assert MessageBatch.from_messages([Message("T", b"a", uniq_key="U")], client_version="4.9.8").uniq_keys == ("U",)
 
 
 @pytest.mark.parametrize(
@@ -80,7 +102,7 @@ def test_empty_batch_needs_a_topic() -> None:
 def test_header_fields_are_batch_level() -> None:
     msgs = [Message("T", b"x", queue_id=3, born_host="10.0.0.1:9", born_timestamp=5, sys_flag=1, reconsume_times=2,
                     uniq_key=f"U{i}") for i in range(3)]  # fmt: skip
-    b = MessageBatch.from_messages(msgs)
+    b = MessageBatch.from_messages(msgs, client_version="4.9.8")
     assert (b.topic, b.queue_id, b.born_host, b.born_timestamp, b.sys_flag, b.reconsume_times) == (
         "T", 3, "10.0.0.1:9", 5, 1, 2)
 
@@ -107,6 +129,8 @@ def test_encode_decode_round_trip(msgs: list[Message]) -> None:
     body, uniqs = encode_messages(msgs, _uniqs())
     assert body == batch.body
     assert uniqs == list(batch.uniq_keys)
+    if msgs:
+        assert batch.properties[flags.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] not in batch.uniq_keys
     parsed = MessageBatch(batch.topic, batch.queue_id, batch.body)
     assert parsed.rows == batch.rows
     assert parsed.uniq_keys == batch.uniq_keys
@@ -125,7 +149,7 @@ def test_encode_decode_round_trip(msgs: list[Message]) -> None:
 
 @pytest.mark.parametrize("cut", [1, 5, 21, 26])
 def test_cut_bodies_are_refused(cut: int) -> None:
-    body = MessageBatch.from_messages([Message("T", b"abcd", uniq_key="U")]).body
+    body = MessageBatch.from_messages([Message("T", b"abcd", uniq_key="U")], client_version="4.9.8").body
     with pytest.raises(ValueError, match=r"length|truncated"):
         MessageBatch.from_body("T", 0, body[:-cut])
     with pytest.raises(ValueError, match=r"length|truncated"):

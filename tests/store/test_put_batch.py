@@ -1,10 +1,13 @@
-"""``put_messages(MessageBatch)`` writes exactly what ``put_messages(list)`` writes.
+"""``put_messages(MessageBatch)`` writes exactly what ``put_messages(list)`` writes, and both
+write RocketMQ 4.9.8 / 5.3.3's ``MessageExtBatch`` layout.
 
-Two stores get the same batches, one as producer-encoded :class:`MessageBatch` objects, the
-other as lists of the same messages with the same UNIQ_KEYs: every result, dispatch hint, queue
-offset, event, CommitLog byte, ConsumeQueue byte and index byte must agree, for batches that
-roll files, do not fit any file, are too big, are refused (bad topic or queue, transactions) or
-empty, and mix layouts the MessageBatch path matches in runs or hands to the list path.
+Two stores get the same batches, one as producer-encoded :class:`MessageBatch` objects (by a
+producer of the store's version), the other as lists of the same messages with the same
+UNIQ_KEYs (and, 5.3.3, the same batch UNIQ_KEY): every result, dispatch hint, queue offset,
+event, CommitLog byte, ConsumeQueue byte and index byte must agree, for batches that roll
+files, do not fit any file, are too big, are refused (bad topic or queue, transactions) or
+empty. Then the layout itself: hand-written expected properties bytes, wire bytes kept as
+sent, and what recovery, dispatch and ``query_message`` make of a batch UNIQ_KEY.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from rmqlab import MessageStore, MessageStoreConfig
 from rmqlab.clock import ManualClock
 from rmqlab.codec import flags
 from rmqlab.codec.batch import MessageBatch
+from rmqlab.codec.java_hash import java_hash
+from rmqlab.codec.properties import decode_properties
 from rmqlab.events import Appended, EventRecorder, Rolled
 from rmqlab.store.message import Message
 from rmqlab.store.results import PutMessageResult, PutMessageStatus
@@ -74,6 +79,34 @@ def _as_list(batch: MessageBatch, msgs: list[Message]) -> list[Message]:
     return [m if m.uniq_key else dataclasses.replace(m, uniq_key=u) for m, u in zip(msgs, batch.uniq_keys, strict=True)]
 
 
+@contextmanager
+def _batch_uniq(store: MessageStore, batch: MessageBatch) -> Iterator[None]:
+    """The list store draws the batch's own UNIQ_KEY (5.x) as the producer of ``batch`` did."""
+    own = batch.properties.get(flags.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+    cl = store.commit_log
+    if own is not None:
+        cl.new_uniq_key = lambda now: own  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        cl.__dict__.pop("new_uniq_key", None)
+
+
+def _assert_hints_are_the_parse(store: MessageStore) -> None:
+    """Every dispatch hint is what parsing the written record gives (later names win)."""
+    cl = store.commit_log
+    for off, (size, q, ts, _ts_pos, d) in list(cl.dispatch_hints.items()):
+        rec = cl.look_message(off)
+        if rec is None and store.config.transient_store_pool_enable:
+            continue  # not committed to the file yet: unreadable
+        assert rec is not None
+        assert (rec.store_size, rec.queue_offset, rec.store_timestamp) == (size, q, ts)
+        parsed = decode_properties(rec.properties_raw)
+        tags = parsed.get(flags.PROPERTY_TAGS)
+        assert d == (rec.topic, rec.queue_id, java_hash(tags) if tags else 0, parsed.get(flags.PROPERTY_KEYS),
+                     parsed.get(flags.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), rec.sys_flag, 0, rec.properties_raw)
+
+
 def _run(a: MessageStore, b: MessageStore, ops: list[tuple[str, Any]]) -> list[PutMessageResult]:
     """Apply ``ops`` to both stores (``a`` gets MessageBatch objects) and compare everything."""
     events = [EventRecorder(s.bus) for s in (a, b)]
@@ -88,10 +121,13 @@ def _run(a: MessageStore, b: MessageStore, ops: list[tuple[str, Any]]) -> list[P
             ra, rb = a.put_message(arg), b.put_message(arg)
         else:
             topic, msgs = arg
-            batch = MessageBatch.from_messages(msgs, uniq, topic=topic)
-            ra, rb = a.put_messages(batch), b.put_messages(_as_list(batch, msgs))
+            batch = MessageBatch.from_messages(msgs, uniq, topic=topic, client_version=a.config.rocketmq_version)
+            ra = a.put_messages(batch)
+            with _batch_uniq(b, batch):
+                rb = b.put_messages(_as_list(batch, msgs))
         assert _result_key(ra) == _result_key(rb), (op, arg)
         assert a.commit_log.dispatch_hints == b.commit_log.dispatch_hints
+        _assert_hints_are_the_parse(a)
         results.append(ra)
     assert a.commit_log.topic_queue_table == b.commit_log.topic_queue_table
     assert _files(a, "commitlog") == _files(b, "commitlog")
@@ -167,8 +203,8 @@ def test_message_batch_writes_what_the_list_writes(version: str, host: str, ops:
 @pytest.mark.parametrize("changes", [{}, {"transient_store_pool_enable": True}, {"flush_disk_type": "SYNC_FLUSH"}])
 def test_uniform_batches_take_the_fast_path_and_roll_files(monkeypatch: pytest.MonkeyPatch,
                                                            changes: dict[str, Any]) -> None:  # fmt: skip
-    """The bench workload's shape: never decoded into messages, never through the list path;
-    enough batches to fill several 64 KiB files (blank records, rolls mid-batch)."""
+    """The bench workload's shape: a MessageBatch is never decoded into messages; enough
+    batches to fill several 64 KiB files (blank records, rolls mid-batch)."""
     body = bytes(range(256)) * 4
     ops: list[tuple[str, Any]] = []
     for j in range(60):
@@ -179,7 +215,7 @@ def test_uniform_batches_take_the_fast_path_and_roll_files(monkeypatch: pytest.M
             ops.append(("advance", 1))
     with _pair(**changes) as (a, b):
         def refuse(*_a: Any) -> Any:
-            raise AssertionError("the MessageBatch left its fast path")
+            raise AssertionError("the MessageBatch was decoded into messages")
 
         monkeypatch.setattr(a.commit_log, "batch_messages", refuse)
         results = _run(a, b, ops)
@@ -187,8 +223,8 @@ def test_uniform_batches_take_the_fast_path_and_roll_files(monkeypatch: pytest.M
         assert len(_files(a, "commitlog")) >= 5
 
 
-def test_mixed_layouts_are_matched_in_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tags and keys changing inside a batch: templates per layout, still no list path."""
+def test_mixed_layouts_are_not_decoded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tags, keys and own UNIQ_KEYs changing inside a batch: the wire bytes are used as they are."""
     ops = []
     for j in range(12):
         msgs = [Message("TopicA", b"x" * (i + j), tags=("TagA", "TagB", None)[(i + j) % 3],
@@ -196,13 +232,13 @@ def test_mixed_layouts_are_matched_in_runs(monkeypatch: pytest.MonkeyPatch) -> N
                 for i in range(10)]  # fmt: skip
         ops.append(("batch", ("TopicA", msgs)))
     with _pair() as (a, b):
-        monkeypatch.setattr(a.commit_log, "batch_messages", lambda *_a: pytest.fail("list path taken"))
+        monkeypatch.setattr(a.commit_log, "batch_messages", lambda *_a: pytest.fail("decoded"))
         _run(a, b, ops)
 
 
-def test_batches_the_fast_path_hands_over() -> None:
+def test_odd_batches_and_refusals() -> None:
     """User properties, SCHEDULE_TOPIC, a transaction flag, an invalid topic, an empty batch,
-    a too-big batch: decoded and put as a list, with the list path's answers."""
+    a too-big batch: the list path's answers and records."""
     big = bytes(_MAX_BODY // 2)
     ops = [
         ("batch", ("TopicA", [Message("TopicA", b"a", properties={"p": "v"}), Message("TopicA", b"b")])),
@@ -220,15 +256,15 @@ def test_batches_the_fast_path_hands_over() -> None:
 
 
 def test_fast_path_off_and_received_bytes() -> None:
-    """``fast_path = False`` (every batch through the list path), and a batch parsed from the
-    wire bytes (as a broker receives it) rather than encoded here: same records."""
+    """``fast_path = False`` (no effect on batches), and a batch parsed from the wire bytes and
+    header properties (as a broker receives them) rather than encoded here: same records."""
     msgs = [Message("TopicA", bytes([i]) * 50, tags="TagA", keys=[f"k{i}"], uniq_key=f"U{i}") for i in range(5)]
     with _pair() as (a, b):
         a.commit_log.fast_path = False
         _run(a, b, [("batch", ("TopicA", msgs))])
     with _pair() as (a, b):
-        wire = MessageBatch.from_messages(msgs).body
-        received = MessageBatch.from_body("TopicA", 0, wire)
+        sent = MessageBatch.from_messages(msgs, client_version="4.9.8")
+        received = MessageBatch.from_body("TopicA", 0, sent.body, properties={"WAIT": "true"})
         assert _result_key(a.put_messages(received)) == _result_key(b.put_messages(msgs))
         assert _files(a, "commitlog") == _files(b, "commitlog")
 
@@ -238,10 +274,14 @@ def test_memory_topic_batch() -> None:
         for s in (a, b):
             s.create_topic("MemTopic", 1, memory=True)
         msgs = [Message("MemTopic", b"m%d" % i, tags="T", uniq_key=f"U{i}") for i in range(4)]
-        ra = a.put_messages(MessageBatch.from_messages(msgs))
+        ra = a.put_messages(MessageBatch.from_messages(msgs, client_version="4.9.8"))
         rb = b.put_messages(msgs)
         assert ra.status is rb.status is PutMessageStatus.PUT_OK
         assert a.get_max_offset_in_queue("MemTopic", 0) == b.get_max_offset_in_queue("MemTopic", 0) == 4
+        got = [s.get_message("g", "MemTopic", 0, 0, 8) for s in (a, b)]
+        raws = [[m.properties_raw for m in g.messages] for g in got]
+        assert raws[0] == raws[1]
+        assert raws[0][0] == b"UNIQ_KEY\x01U0\x02WAIT\x01true\x02TAGS\x01T\x02CLUSTER\x01DefaultCluster\x02WAIT\x01true"
 
 
 def _wire(*messages: tuple[int, bytes, bytes]) -> bytes:
@@ -251,40 +291,156 @@ def _wire(*messages: tuple[int, bytes, bytes]) -> bytes:
     return b"".join(encode_message(f, body, props) for f, body, props in messages)
 
 
+def _records(store: MessageStore, first: int, n: int) -> list[Any]:
+    out, off = [], first
+    for _ in range(n):
+        rec = store.commit_log.look_message(off)
+        assert rec is not None
+        out.append(rec)
+        off += rec.store_size
+    return out
+
+
+_CL = b"CLUSTER\x01DefaultCluster"
+# The batch part of each record, written out from the Java rules (HashMap buckets: at 16,
+# p 0, CLUSTER 12, UNIQ_KEY 12, WAIT 13; at 128, UNIQ_KEY 28, CLUSTER 28, WAIT 93, p 112).
+_EXPECTED = {
+    "4.9.8": {  # HashMap(), no trailing 0x02; WAIT stays (only single messages lose it)
+        "list": [b"KEYS\x01k1\x02UNIQ_KEY\x01U1\x02WAIT\x01true\x02TAGS\x01TagA\x02" + _CL + b"\x02WAIT\x01true",
+                 b"UNIQ_KEY\x01U2\x02WAIT\x01true\x02" + _CL + b"\x02WAIT\x01true"],
+        "wire": [b"a\x01b\x02p\x01q\x02" + _CL + b"\x02WAIT\x01false",
+                 b"p\x01q\x02" + _CL + b"\x02WAIT\x01false",
+                 b"UNIQ_KEY\x01W\x02p\x01q\x02" + _CL + b"\x02WAIT\x01false"],
+    },
+    "5.3.3": {  # HashMap(128), every pair ends with 0x02; the producer's batch UNIQ_KEY B1
+        "list": [b"KEYS\x01k1\x02UNIQ_KEY\x01U1\x02WAIT\x01true\x02TAGS\x01TagA\x02UNIQ_KEY\x01B1\x02" + _CL
+                 + b"\x02WAIT\x01true\x02",
+                 b"UNIQ_KEY\x01U2\x02WAIT\x01true\x02UNIQ_KEY\x01B1\x02" + _CL + b"\x02WAIT\x01true\x02"],
+        "wire": [b"a\x01b\x02" + _CL + b"\x02WAIT\x01false\x02p\x01q\x02",
+                 _CL + b"\x02WAIT\x01false\x02p\x01q\x02",
+                 b"UNIQ_KEY\x01W\x02" + _CL + b"\x02WAIT\x01false\x02p\x01q\x02"],
+    },
+}
+
+
+@pytest.mark.parametrize("version", ["4.9.8", "5.3.3"])
+def test_record_properties_are_inner_then_batch(version: str) -> None:
+    """The spec's rule on a concrete batch, expected bytes written out by hand: each record's
+    properties are the inner message's client string, a 0x02 if it does not end with one, then
+    the broker's string of the batch's own map (what the producer sent plus CLUSTER)."""
+    with _pair(version) as (a, b):
+        a.commit_log.new_uniq_key = lambda now: "B1"  # type: ignore[method-assign]
+        msgs = [Message("TopicA", b"a", tags="TagA", keys=["k1"], uniq_key="U1"),
+                Message("TopicA", b"b", uniq_key="U2")]  # fmt: skip
+        r = a.put_messages(msgs)
+        assert r.status is PutMessageStatus.PUT_OK
+        got = [rec.properties_raw for rec in _records(a, r.wrote_offset, 2)]
+        assert got == _EXPECTED[version]["list"]
+        # received bytes: no trailing separator, none at all, ending with one: kept as they are
+        body = _wire((0, b"x", b"a\x01b"), (1, b"y", b""), (2, b"z", b"UNIQ_KEY\x01W\x02"))
+        batch = MessageBatch.from_body("TopicA", 1, body, properties={"WAIT": "false", "p": "q"})
+        r = b.put_messages(batch)
+        assert r.status is PutMessageStatus.PUT_OK
+        recs = _records(b, r.wrote_offset, 3)
+        assert [rec.properties_raw for rec in recs] == _EXPECTED[version]["wire"]
+        assert [(rec.flag, rec.body, rec.queue_offset) for rec in recs] == [(0, b"x", 0), (1, b"y", 1), (2, b"z", 2)]
+        _assert_hints_are_the_parse(a)
+        _assert_hints_are_the_parse(b)
+
+
 _ODD_PROPERTIES = [
     b"UNIQ_KEY\x01U1\x02WAIT\x01true",  # no trailing 0x02
     b"UNIQ_KEY\x01U1\x02UNIQ_KEY\x01U2\x02WAIT\x01true\x02",  # a name twice
     b"UNIQ_KEY\x01U1\x02WAIT\x01maybe\x02",  # WAIT neither true nor false
-    b"UNIQ_KEY\x01U1\x02",  # no WAIT
-    b"WAIT\x01true\x02",  # no UNIQ_KEY: the store draws one
+    b"WAIT\x01true\x02",  # no UNIQ_KEY: none is made up
     b"KEYS\x01\x02UNIQ_KEY\x01U1\x02WAIT\x01true\x02",  # an empty value (dropped by the parse)
     b"KEYS\x01a\x01b\x02UNIQ_KEY\x01U1\x02WAIT\x01true\x02",  # 0x01 inside a value
     b"DELAY\x013\x02UNIQ_KEY\x01U1\x02WAIT\x01true\x02",  # a delay level
-    b"UNIQ_KEY\x01U1\x02WAIT\x01true\x02\x01\x01",  # the findall separator inside a string
+    b"UNIQ_KEY\x01U1\x02WAIT\x01true\x02\x01\x01",  # junk after the last pair
     b"",  # no properties at all
     b"UNIQ_KEY\x01\xff\xfe\x02WAIT\x01true\x02",  # not UTF-8
 ]
 _PLAIN = b"KEYS\x01k1\x02UNIQ_KEY\x01U0\x02WAIT\x01true\x02TAGS\x01TagA\x02"
 
 
+@pytest.mark.parametrize("version", ["4.9.8", "5.3.3"])
 @pytest.mark.parametrize("odd", _ODD_PROPERTIES)
-def test_hand_written_wire_batches(odd: bytes) -> None:
-    """Bytes no rmqlab producer writes, among plain messages (so a template is known): the
-    MessageBatch path writes what the list path writes for the messages the bytes decode to."""
-    with _pair() as (a, b):
+def test_hand_written_wire_batches(odd: bytes, version: str) -> None:
+    """Bytes no rmqlab producer writes, among plain messages: stored as received (plus the
+    batch string), hints as parsed, and the memory store's route (``batch_messages``, a list)
+    writes the same records as the MessageBatch itself."""
+    with _pair(version) as (a, b):
+        own = {"WAIT": "true", "UNIQ_KEY": "BATCH"} if version == "5.3.3" else {"WAIT": "true"}
+        empty = MessageBatch.from_body("TopicA", 0, _wire((0, b"q", b"")), properties=own)
+        tail, _ = a.put_messages(empty), b.put_messages(empty)  # empty inner properties: the batch string alone
+        batch_props = a.look_message_by_offset(tail.wrote_offset).properties_raw  # type: ignore[union-attr]
+        assert batch_props.startswith((b"CLUSTER", b"UNIQ_KEY\x01BATCH"))
         for i, body in enumerate([_wire((0, b"p", _PLAIN), (1, b"odd", odd), (2, b"q", _PLAIN)),
-                                  _wire((0, b"p", _PLAIN), (0, b"p2", _PLAIN)), _wire((3, b"odd", odd))]):
-            batch = MessageBatch.from_body("TopicA", 0, body, born_host=("10.0.0.7", 4242), born_timestamp=5 + i)
+                                  _wire((3, b"odd", odd))]):
+            batch = MessageBatch.from_body("TopicA", 0, body, born_host=("10.0.0.7", 4242), born_timestamp=5 + i,
+                                           properties=own)  # fmt: skip
             ra = a.put_messages(batch)
-            rb = b.put_messages(b.commit_log.batch_messages(batch))
+            rb = b.put_messages(batch) if i else b.put_messages(b.commit_log.batch_messages(batch))
+            assert ra.status is PutMessageStatus.PUT_OK
             assert _result_key(ra) == _result_key(rb)
             assert a.commit_log.dispatch_hints == b.commit_log.dispatch_hints
+            recs = _records(a, ra.wrote_offset, len(batch))
+            inner = [body[ps] for ps in batch.properties_slices]
+            sep = [b"\x02" if p and p[-1] != 2 else b"" for p in inner]
+            assert [r.properties_raw for r in recs] == [p + s + batch_props for p, s in zip(inner, sep, strict=True)]
+            _assert_hints_are_the_parse(a)
         assert _files(a, "commitlog") == _files(b, "commitlog")
 
 
-def test_cluster_name_with_separators_takes_the_list_path() -> None:
-    """A broker properties segment holding 0x01 0x01 could not be split back: never templated."""
+def test_cluster_name_with_separators() -> None:
+    """A cluster name holding separators: same records either way, parsed as Java parses them."""
     msgs = [Message("TopicA", b"x", tags="T", keys=[f"k{i}"], uniq_key=f"U{i}") for i in range(4)]
     with _pair(broker_cluster_name="\x01odd\x01") as (a, b):
         _run(a, b, [("batch", ("TopicA", msgs)), ("batch", ("TopicA", msgs))])
-        assert not any(a.commit_log._batch_templates.values())
+
+
+@pytest.mark.parametrize("version", ["4.9.8", "5.3.3"])
+@pytest.mark.parametrize("crash", [False, True])
+def test_batch_uniq_key_after_recovery_and_query(version: str, crash: bool, tmp_path: Path) -> None:
+    """Recovery, dispatch and ``query_message`` read the records as Java does: KEYS and TAGS are
+    the inner message's; UNIQ_KEY is the inner one in 4.9.8, but in 5.3.3 the producer's batch
+    UNIQ_KEY, appended after it, wins the parse: the index holds it for every record of the
+    batch and the inner UNIQ_KEYs find nothing."""
+    root = str(tmp_path / "s")
+    config = MessageStoreConfig.small(root, rocketmq_version=version)
+    store = MessageStore.open(root, config, clock=ManualClock(_START), threaded=False)
+    msgs = [Message("TopicA", b"m%d" % i, tags="TagA", keys=[f"k{i}", "shared"], uniq_key=f"INNER{i}")
+            for i in range(3)]  # fmt: skip
+    batch = MessageBatch.from_messages(msgs, lambda: "BATCHKEY", client_version=version)
+    r1 = store.put_messages(batch)
+    r2 = store.put_messages([Message("TopicA", b"l", tags="TagB", keys=["k9"], uniq_key="INNER9")])
+    assert r1.status is r2.status is PutMessageStatus.PUT_OK
+    if crash:  # abnormal recovery rebuilds queue and index from the commit log
+        store.flush()
+        store.abandon()
+    else:
+        assert store.wait_dispatched()
+        store.shutdown()
+    store = MessageStore.open(root, config, clock=ManualClock(_START + 10), threaded=False)
+    try:
+        assert store.wait_dispatched()
+        got = store.get_message("g", "TopicA", 0, 0, 10)
+        assert [m.body for m in got.messages] == [b"m0", b"m1", b"m2", b"l"]
+        assert [m.tags_code for m in got.messages] == [java_hash("TagA")] * 3 + [java_hash("TagB")]
+        offsets = [m.commit_log_offset for m in got.messages]
+        if version == "5.3.3":
+            assert [m.uniq_key for m in got.messages] == ["BATCHKEY"] * 3 + [store.look_message_by_offset(
+                offsets[3]).uniq_key]  # fmt: skip
+            q = store.query_message("TopicA", "BATCHKEY")
+            assert [m.commit_log_offset for m in q.messages] == offsets[:3]
+            assert store.query_message("TopicA", "INNER1").messages == []
+        else:
+            assert [m.uniq_key for m in got.messages] == ["INNER0", "INNER1", "INNER2", "INNER9"]
+            for i in range(3):
+                q = store.query_message("TopicA", f"INNER{i}")
+                assert [m.commit_log_offset for m in q.messages] == [offsets[i]]
+            assert store.query_message("TopicA", "BATCHKEY").phy_offsets == []
+        assert [m.commit_log_offset for m in store.query_message("TopicA", "shared").messages] == offsets[:3]
+        assert [m.commit_log_offset for m in store.query_message("TopicA", "k1").messages] == [offsets[1]]
+    finally:
+        store.shutdown()

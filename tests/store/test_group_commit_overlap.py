@@ -28,7 +28,7 @@ class ForceRecorder:
     """Wraps ``MappedFile._force_range`` of CommitLog files: a random delay, then the real force;
     remembers the absolute ranges whose force returned and the most rounds seen in flight."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, max_delay_s: float = 0.004) -> None:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, max_delay_s: float = 0.004, min_delay_s: float = 0.0) -> None:
         self.done: list[tuple[int, int]] = []
         self.lock = threading.Lock()
         self.max_in_flight_seen = 0
@@ -48,7 +48,7 @@ class ForceRecorder:
                 recorder.max_concurrent = max(recorder.max_concurrent, recorder.concurrent)
                 if recorder.gc is not None:
                     recorder.max_in_flight_seen = max(recorder.max_in_flight_seen, recorder.gc.in_flight())
-                delay = rng.uniform(0, max_delay_s)
+                delay = rng.uniform(min_delay_s, max_delay_s)
             time.sleep(delay)
             try:
                 real(mf, start, end)
@@ -111,6 +111,7 @@ def _produce(store: MessageStore, threads: int, puts: int, recorder: ForceRecord
 def test_every_ack_is_inside_a_finished_force(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, max_in_flight: int) -> None:
     monkeypatch.setattr(GroupCommitService, "max_in_flight", max_in_flight)
+    monkeypatch.setattr(GroupCommitService, "overlap_after_ns", 0)  # overlap as much as the slots allow
     recorder = ForceRecorder(monkeypatch)
     store = _store(tmp_path)  # 64 KiB CommitLog files: rounds cross into new files too
     recorder.gc = store.group_commit
@@ -200,4 +201,25 @@ def test_a_round_dying_at_a_crash_point_frees_its_slot(tmp_path: Path, monkeypat
         assert _produce(store, threads=4, puts=10, recorder=None) == []
     finally:
         disarm()
+        store.shutdown()
+
+
+@pytest.mark.parametrize(("overlap_after_ms", "may_overlap"), [(1000.0, False), (1.0, True)])
+def test_rounds_overlap_only_behind_a_slow_force(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, overlap_after_ms: float, may_overlap: bool) -> None:
+    """A second round starts only once the newest one has forced for ``overlap_after_ns``: with
+    forces of 2-4 ms, a 1 ms threshold overlaps them and a 1 s one never does (it groups instead)."""
+    monkeypatch.setattr(GroupCommitService, "max_in_flight", 4)
+    monkeypatch.setattr(GroupCommitService, "overlap_after_ns", int(overlap_after_ms * 1e6))
+    recorder = ForceRecorder(monkeypatch, max_delay_s=0.004, min_delay_s=0.002)
+    store = _store(tmp_path)
+    recorder.gc = store.group_commit
+    try:
+        assert _produce(store, threads=8, puts=25, recorder=recorder) == []
+        if may_overlap:
+            assert recorder.max_in_flight_seen >= 2
+        else:
+            assert recorder.max_in_flight_seen <= 1
+            assert store.group_commit.rounds < 8 * 25  # requests were grouped
+    finally:
         store.shutdown()

@@ -129,7 +129,11 @@ class GroupCommitService:
     producer that puts while a round's ``msync`` is under way no longer waits for that round and
     then for one of its own. With 8 producers (bench_durability, loaded machine, 8 alternating
     pairs) 8 rounds in flight did 6.4-8.5 k msgs/s against 2.9-8.6 k (median 4.4 k) for one
-    round at a time in a service thread; 2 and 4 in flight fell in between. Overlapping is safe
+    round at a time in a service thread; 2 and 4 in flight fell in between. But on a quiet
+    machine (msync ~0.15-0.3 ms) overlapping every round costs one msync per message: 8
+    producers did 7.3-8.4 k msgs/s that way against 9.3-11.1 k grouping ~4.4 requests per
+    round. So a round overlaps the newest one in flight only once that one has forced for
+    ``overlap_after_ns`` (1 ms): slow disks overlap, quick ones group. Overlapping is safe
     because each flush forces from the flushed position it read (bytes already on disk) to its
     own end, so its return alone proves everything below that end is on disk, and the flushed
     position only moves forward (``MappedFile.flush``).
@@ -140,7 +144,8 @@ class GroupCommitService:
     finishes a round starts the next one while requests wait, so no request is left behind when
     every slot was busy at the time it was queued: ``_round`` guards the in-flight count, a
     finishing round gives its slot back under it and only then looks at the queue, and a thread
-    that declined to start a round (slots full) did so under it after its request was queued.
+    that declined to start a round (slots full, or the newest round still young) did so under
+    it after its request was queued.
     A producer whose own request is served hands what still waits to the service thread
     (``wake``) instead of flushing for the others. A blocked producer never spins: it waits on
     its request's latch.

@@ -48,7 +48,9 @@ def run(workdir: str, n: int, fast: bool, batch: int, chunk: int, encoded: bool 
             if encoded:
                 cl, clock = store.commit_log, store.clock
                 c0 = time.thread_time_ns()
-                items = [MessageBatch.from_messages(b, lambda: cl.new_uniq_key(clock.now_ms())) for b in items]
+                version = store.config.rocketmq_version  # a producer of the store's version
+                items = [MessageBatch.from_messages(b, lambda: cl.new_uniq_key(clock.now_ms()), client_version=version)
+                         for b in items]  # fmt: skip
                 ENCODE_US.append((time.thread_time_ns() - c0) / n / 1000.0)
             put, per, chunk = store.put_messages, batch, 2
         else:

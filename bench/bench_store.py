@@ -129,7 +129,9 @@ def bench_put_batch(
     if encoded:
         cl, clock = store.commit_log, store.clock
         e0 = time.thread_time()
-        batches = [MessageBatch.from_messages(b, lambda: cl.new_uniq_key(clock.now_ms())) for b in batches]
+        version = store.config.rocketmq_version  # a producer of the store's version
+        batches = [MessageBatch.from_messages(b, lambda: cl.new_uniq_key(clock.now_ms()), client_version=version)
+                   for b in batches]  # fmt: skip
         encode_us = (time.thread_time() - e0) / n * 1e6
     put = store.put_messages
     c0 = time.process_time()

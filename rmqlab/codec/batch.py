@@ -53,6 +53,8 @@ MESSAGE_OVERHEAD = _HEAD.size + _SHORT.size
 _RETRY_PREFIX = "%RETRY%"
 _UNIQ = flags.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 _WAIT = flags.PROPERTY_WAIT_STORE_MSG_OK
+_TAGS = flags.PROPERTY_TAGS
+_KEYS = flags.PROPERTY_KEYS
 _SEP2 = flags.PROPERTY_SEPARATOR.encode()
 
 
@@ -206,14 +208,17 @@ class MessageBatch:
     ``body_lengths``, and slices of ``body``: ``body_slices`` (the body), ``length_body_slices``
     (its 4-byte length field and the body, laid out as in a CommitLog record),
     ``properties_slices`` (the client properties string); ``uniq_keys[i]`` is the UNIQ_KEY
-    property of message ``i`` (None if it has none). The header fields are batch-level, as in
-    ``MessageExtBatch``: ``born_timestamp`` None means the store's "now", as for
-    :class:`rmqlab.Message`; ``properties`` is the batch message's own map as the producer sent
-    it (WAIT, a 5.x producer's batch UNIQ_KEY), to which the broker adds CLUSTER.
+    property of message ``i`` (None if it has none), ``parsed[i]`` its (TAGS, KEYS, UNIQ_KEY) as
+    parsing its properties string gives them (the store's dispatch hints, never re-parsed).
+    The header fields are batch-level, as in ``MessageExtBatch``: ``born_timestamp`` None means
+    the store's "now", as for :class:`rmqlab.Message`; ``properties`` is the batch message's own
+    map as the producer sent it (WAIT, a 5.x producer's batch UNIQ_KEY), to which the broker adds
+    CLUSTER.
     """
 
     __slots__ = ("body", "body_lengths", "body_slices", "born_host", "born_timestamp", "flags", "length_body_slices",
-                 "properties", "properties_slices", "queue_id", "reconsume_times", "sys_flag", "topic", "uniq_keys")
+                 "parsed", "properties", "properties_slices", "queue_id", "reconsume_times", "sys_flag", "topic",
+                 "uniq_keys")
 
     def __init__(
         self, topic: str, queue_id: int, body: bytes, *, born_host: tuple[str, int] | str = ("127.0.0.1", 0),
@@ -223,13 +228,15 @@ class MessageBatch:
         """A batch from its wire bytes (what the broker receives); ValueError if they are cut."""
         body = bytes(body)
         rows = _parse_rows(body)
-        self._set(topic, queue_id, body, rows, [decode_properties(body[po:pe]).get(_UNIQ) for *_, po, pe in rows],
-                  born_host, born_timestamp, sys_flag, reconsume_times, properties)  # fmt: skip
+        maps = [decode_properties(body[po:pe]) for *_, po, pe in rows]
+        self._set(topic, queue_id, body, rows, [p.get(_UNIQ) for p in maps], born_host, born_timestamp, sys_flag,
+                  reconsume_times, properties, [(p.get(_TAGS), p.get(_KEYS), p.get(_UNIQ)) for p in maps])  # fmt: skip
 
     def _set(
         self, topic: str, queue_id: int, body: bytes, rows: Sequence[tuple[int, int, int, int, int]],
         uniq_keys: Sequence[str | None], born_host: tuple[str, int] | str, born_timestamp: int | None,
         sys_flag: int, reconsume_times: int, properties: Mapping[str, str] | None,
+        parsed: Sequence[tuple[str | None, str | None, str | None]],
     ) -> None:  # fmt: skip
         self.topic = topic
         self.queue_id = queue_id
@@ -240,6 +247,7 @@ class MessageBatch:
         self.length_body_slices = [slice(bo - 4, bo + bl) for _f, bo, bl, _po, _pe in rows]
         self.properties_slices = [slice(po, pe) for *_, po, pe in rows]
         self.uniq_keys = tuple(uniq_keys)
+        self.parsed = tuple(parsed)
         self.born_host = born_host
         self.born_timestamp = born_timestamp
         self.sys_flag = sys_flag
@@ -288,7 +296,7 @@ class MessageBatch:
         if not msgs:
             if topic is None:
                 raise ValueError("an empty batch needs topic=")
-            batch._set(topic, 0, b"", (), (), ("127.0.0.1", 0), None, 0, 0, None)
+            batch._set(topic, 0, b"", (), (), ("127.0.0.1", 0), None, 0, 0, None, ())
             return batch
         first = msgs[0]
         if topic is not None and topic != first.topic:
@@ -300,6 +308,7 @@ class MessageBatch:
         pieces: list[bytes] = []
         rows = []
         uniqs: list[str | None] = []
+        parsed: list[tuple[str | None, str | None, str | None]] = []
         pos = 0
         for m in msgs:
             if (m.topic, m.queue_id, m.born_host, m.born_timestamp, m.sys_flag, m.reconsume_times,
@@ -318,6 +327,13 @@ class MessageBatch:
             props = client_properties(m, uniq)
             uniqs.append(props.get(_UNIQ))
             data = encode_client_properties(props, client_version)
+            names = (props.get(_TAGS), props.get(_KEYS), props.get(_UNIQ))
+            # without user properties every name is fixed and every value non-empty: with no
+            # separator in the three values the parse gives the map back; else parse the bytes
+            if m.properties or not all(v is None or ("\x01" not in v and "\x02" not in v) for v in names):
+                p = decode_properties(data)
+                names = (p.get(_TAGS), p.get(_KEYS), p.get(_UNIQ))
+            parsed.append(names)
             body = bytes(m.body)
             if len(data) > 32767:
                 raise ValueError(f"properties of {len(data)} bytes exceed 32767")
@@ -332,7 +348,7 @@ class MessageBatch:
                 raise ValueError("a 5.x producer gives the batch its own UNIQ_KEY: pass uniq_key=")
             own[_UNIQ] = uniq_key()
         batch._set(first.topic, first.queue_id, b"".join(pieces), rows, uniqs, first.born_host, first.born_timestamp,
-                   first.sys_flag, first.reconsume_times, own)  # fmt: skip
+                   first.sys_flag, first.reconsume_times, own, parsed)  # fmt: skip
         return batch
 
     def entries(self) -> list[BatchEntry]:

@@ -126,6 +126,26 @@ def _clean(value: str | None) -> bool:
     return value is None or ("\x01" not in value and "\x02" not in value)
 
 
+def _batch_names(batch_props: bytes) -> tuple[bool, str | None, bool, str | None, bool, str | None]:
+    """Which of TAGS, KEYS, UNIQ_KEY the batch string sets, and to what: ``parse(inner + [0x02] +
+    batch)`` is ``parse(inner)`` updated by ``parse(batch)`` (the pairs line up at the 0x02 between
+    them and a later name wins), so a record's hint value is the batch's if it has the name, else
+    the inner string's."""
+    in_batch = decode_properties(batch_props)
+    t, k, u = flags.PROPERTY_TAGS, _KEYS, _UNIQ
+    return t in in_batch, in_batch.get(t), k in in_batch, in_batch.get(k), u in in_batch, in_batch.get(u)
+
+
+def _too_many_property_bytes(plen: int) -> PutMessageResult:
+    return PutMessageResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+                            reason=f"properties of {plen} bytes exceed {_MAX_PROPERTIES_LENGTH}")  # fmt: skip
+
+
+def _batch_too_big(wire: int, limit: int) -> PutMessageResult:
+    return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                            reason=f"batch body of {wire} bytes exceeds max_message_size {limit}")  # fmt: skip
+
+
 def _keys_string(keys: str | Sequence[str] | None) -> str:
     """The KEYS property of ``Message.keys`` (a string as is, tokens joined by spaces, empty
     tokens dropped; "" for none). TypeError for non-str tokens: the exact path answers those."""
@@ -237,6 +257,7 @@ class CommitLog:
         self._uniq_prefix: tuple[int, str] = (-1, "")
         # _Shape (or None: this shape always takes the exact path) per shape key; see put_message
         self._shapes: dict[tuple, _Shape | None] = {}
+        self._client_shapes: dict[tuple, tuple | None] = {}  # see _client_shape (the list batch path)
         self.fast_path = True  # False: every put takes the exact reference path (tests compare both)
         self._max_message_size = config.max_message_size  # the config is frozen: read once
         self._max_record_size = config.max_record_size
@@ -500,8 +521,9 @@ class CommitLog:
         Fast path: encode from the message's cached shape (no intermediate record object) and,
         under the put lock, pack the head with its final queue offset, physical offset and store
         time straight into the mapped file, then copy body and tail. Anything unusual (a refusal,
-        user properties, SCHEDULE_TOPIC...) takes the exact path at the end. The per-message steps
-        are those of :meth:`_put_batch_fast`'s loop, inlined: this is the hottest call.
+        user properties, SCHEDULE_TOPIC...) takes the exact path at the end. The steps are the list
+        batch path's (:meth:`_list_rows`, :meth:`_write_rows`) for one record, inlined: this is
+        the hottest call.
         """
         now = self.clock.now_ms()
         uniq = None
@@ -653,7 +675,7 @@ class CommitLog:
         plays the producer) or a producer-encoded :class:`MessageBatch` (its bytes as sent).
         """
         is_batch = msgs.__class__ is MessageBatch
-        rows = self._message_batch_rows(msgs) if is_batch else self._batch_rows(msgs)  # type: ignore[arg-type]
+        rows = self._message_batch_rows(msgs) if is_batch else self._list_rows(msgs)  # type: ignore[arg-type]
         if isinstance(rows, PutMessageResult):
             return rows
         if self.fast_path:
@@ -706,6 +728,175 @@ class CommitLog:
         """
         rows = self._batch_rows(msgs, check, uniqs)
         return rows if isinstance(rows, PutMessageResult) else self._encoded(rows)
+
+    def _list_rows(self, msgs: Sequence[Message]) -> _Rows | PutMessageResult:
+        """:meth:`_batch_rows` of a plain list, from templates: each inner client string is
+        constant segments around KEYS and UNIQ_KEY for its client shape (:meth:`_client_shape`),
+        the batch string is appended to the last segment once per batch and shape, tags codes
+        and hints come from the shape and the batch string's names. A message with user
+        properties, separators in KEYS/UNIQ_KEY, another topic or queue, a transaction flag or a
+        body over the limit sends the batch to :meth:`_batch_rows` (its refusal or its records),
+        with the UNIQ_KEYs already drawn, so no counter value is skipped."""
+        n = len(msgs)
+        if not n or msgs.__class__ is _BatchMessages or not self.writeable or self._store_ip is None:
+            return self._batch_rows(msgs)
+        first = msgs[0]
+        topic, queue_id = first.topic, first.queue_id
+        if topic == flags.SCHEDULE_TOPIC or queue_id < 0:
+            return self._batch_rows(msgs)
+        if topic not in self._valid_topics:
+            try:
+                validate_topic(topic)
+            except InvalidTopic:
+                return self._batch_rows(msgs)
+            self._valid_topics.add(topic)
+        config = self.config
+        version = config.rocketmq_version
+        now = self.clock.now_ms()
+        prefix = ""
+        counter = self._uniq_counter
+        max_body = self._max_message_size
+        shapes = self._client_shapes
+        cells: dict[tuple, list] = {}  # client shape -> [seg0, seg1, seg2 + batch string, keys first, tags code, extra]
+        names: tuple = ()
+        items: list[tuple] = []
+        append = items.append
+        for m in msgs:
+            keys = m.keys
+            ks = (keys if isinstance(keys, str) else " ".join([k for k in keys if k])) if keys else ""
+            uniq = m.uniq_key
+            if (m.properties or m.topic != topic or m.queue_id != queue_id or m.sys_flag & _TX_MASK
+                    or len(m.body) > max_body or (ks and ("\x01" in ks or "\x02" in ks))
+                    or (uniq and (uniq.__class__ is not str or "\x01" in uniq or "\x02" in uniq))):  # fmt: skip
+                return self._batch_rows(msgs, None, [it[2] for it in items])
+            try:
+                skey = (m.tags, m.delay_time_level, m.wait_store_msg_ok, not ks)
+                cell = cells.get(skey)
+            except TypeError:  # unhashable tags...: the exact path answers
+                return self._batch_rows(msgs, None, [it[2] for it in items])
+            if cell is None:
+                shape = shapes.get(skey, False)
+                if shape is False:
+                    shape = self._client_shape(skey)
+                if shape is not None and not names:
+                    names = self._list_batch_names(first.wait_store_msg_ok)
+                if shape is None or names is None:
+                    return self._batch_rows(msgs, None, [it[2] for it in items])
+                seg0, seg1, seg2, keys_first, tags_code = shape
+                extra = ("" if seg2.endswith("\x02") else "\x02") + names[0]
+                if names[1]:
+                    tags_code = java_hash(names[2]) if names[2] else 0
+                cell = cells[skey] = [seg0, seg1, seg2 + extra, keys_first, tags_code, len(extra.encode())]
+            if not uniq:
+                if not prefix:
+                    p = self._uniq_prefix
+                    if p[0] != now:
+                        p = self._uniq_prefix = (now, self._uniq.time_prefix(now, self._tz))
+                    prefix = p[1]
+                uniq = f"{prefix}{next(counter) & 0xFFFF:04X}"
+            append((m, ks, uniq, cell))
+        _text, _t_in, _t_val, k_in, k_val, u_in, u_val = names
+        if version != "4.9.8":  # the 5.x producer's batch UNIQ_KEY, drawn after the messages'
+            own = self.new_uniq_key(now)
+            grow = len(own.encode()) - len(_PH_UNIQ)
+            for cell in cells.values():
+                cell[2] = cell[2].replace(_PH_UNIQ, own)
+                cell[5] += grow
+            if u_val == _PH_UNIQ:
+                u_val = own
+        return self._list_rows_encode(topic, queue_id, items, now, k_in, k_val, u_in, u_val)
+
+    def _list_batch_names(self, wait: bool) -> tuple | None:
+        """The list path's batch string (what :meth:`_batch_rows` builds, a 5.x batch UNIQ_KEY
+        as ``_PH_UNIQ``) and :func:`_batch_names` of it; None if the placeholder is not exactly
+        one clean value there (a cluster name with separators), so it cannot be swapped in."""
+        config = self.config
+        own = {_WAIT: "true" if wait else "false"}
+        if config.rocketmq_version != "4.9.8":
+            own[_UNIQ] = _PH_UNIQ
+        text = broker_batch_properties(own, config.broker_cluster_name, config.rocketmq_version).decode()
+        names = _batch_names(text.encode())
+        if text.count(_PH_UNIQ) != (len(own) - 1) or _PH_UNIQ in (names[1] or "") + (names[3] or ""):
+            return None
+        if len(own) > 1 and names[5] != _PH_UNIQ:
+            return None
+        return (text, *names)
+
+    def _client_shape(self, skey: tuple) -> tuple | None:
+        """``(seg0, seg1, seg2, keys_first, tags_code)`` of a client shape ``(tags, delay level,
+        WAIT, no keys)``, built by the producer's encoder with placeholders: the client string's
+        HashMap order depends only on the names, so it is ``seg0 + first + seg1 + second +
+        seg2`` (KEYS string and UNIQ_KEY, ``keys_first`` telling which comes first; no keys:
+        ``seg0 + uniq + seg1 + "" + seg2``). None (cached) when its parse would not give the map
+        back (separators in tags...): such messages take :meth:`_batch_rows`."""
+        tags, delay, wait, no_keys = skey
+        if len(self._client_shapes) >= _MAX_SHAPES:
+            self._client_shapes.clear()
+        shape = None
+        try:
+            probe = Message("T", b"", tags=tags, keys=() if no_keys else _PH_KEYS, delay_time_level=delay,
+                            wait_store_msg_ok=wait)  # fmt: skip
+            props = client_properties(probe, _PH_UNIQ)
+            text = encode_client_properties(props, self.config.rocketmq_version).decode()
+        except (TypeError, ValueError):
+            props, text = {}, ""
+        if text and decode_properties(text) == props and text.count(_PH_UNIQ) == 1 and \
+                text.count(_PH_KEYS) == (0 if no_keys else 1):  # fmt: skip
+            iu = text.index(_PH_UNIQ)
+            if no_keys:
+                segs, keys_first = (text[:iu], "", text[iu + len(_PH_UNIQ) :]), False
+            else:
+                ik = text.index(_PH_KEYS)
+                (a, pa), (b, pb) = sorted([(ik, _PH_KEYS), (iu, _PH_UNIQ)])
+                segs, keys_first = (text[:a], text[a + len(pa) : b], text[b + len(pb) :]), ik < iu
+            t = props.get(flags.PROPERTY_TAGS)
+            shape = (*segs, keys_first, java_hash(t) if t else 0)
+        self._client_shapes[skey] = shape
+        return shape
+
+    def _list_rows_encode(self, topic: str, queue_id: int, items: list[tuple], now: int, k_in: bool,
+                          k_val: str | None, u_in: bool, u_val: str | None) -> _Rows | PutMessageResult:  # fmt: skip
+        """Second half of :meth:`_list_rows`: the records from the templates, refused as
+        :meth:`_rows` refuses (same checks, same order; the UNIQ_KEYs are drawn by then in both)."""
+        config = self.config
+        store_ip: bytes = self._store_ip  # type: ignore[assignment]
+        store_v6 = flags.STOREHOSTADDRESS_V6_FLAG if len(store_ip) == 16 else 0
+        _version, magic, topic_tail = topic_field(topic, self._version)
+        fixed = len(topic_tail) + 2
+        max_record = config.max_record_size
+        rows: list[tuple] = []
+        append = rows.append
+        wire = 0
+        last: tuple = (None, None)
+        for m, ks, uniq, (seg0, seg1, seg2, keys_first, tags_code, extra) in items:
+            props = (f"{seg0}{ks}{seg1}{uniq}{seg2}" if keys_first else f"{seg0}{uniq}{seg1}{ks}{seg2}").encode()
+            plen = len(props)
+            if plen > _MAX_PROPERTIES_LENGTH:
+                return _too_many_property_bytes(plen)
+            host, sys_flag = m.born_host, m.sys_flag
+            if last[0] != host or last[1] != sys_flag:
+                born_ip, born_port = self._host(host)
+                sf = (sys_flag & ~_V6_FLAGS) | store_v6 | (flags.BORNHOST_V6_FLAG if len(born_ip) == 16 else 0)
+                head = head_struct(len(born_ip), len(store_ip))
+                last = (host, sys_flag, born_ip, born_port, sf, head)
+            else:
+                _h, _s, born_ip, born_port, sf, head = last
+            body = m.body
+            blen = len(body)
+            total = head.size + blen + fixed + plen
+            if total > max_record:
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                        reason=f"record of {total} bytes exceeds {max_record}")  # fmt: skip
+            size = 22 + blen + plen - extra  # its size in the batch body (MessageDecoder.encodeMessage)
+            wire += size
+            born = m.born_timestamp
+            append((head, total, _crc32(body) & 0x7FFFFFFF, m.flag, sf, now if born is None else born, born_ip,
+                    born_port, m.reconsume_times, body, topic_tail + plen.to_bytes(2, "big") + props,
+                    (topic, queue_id, tags_code, k_val if k_in else ks or None, u_val if u_in else uniq, sf, 0, props),
+                    size))  # fmt: skip
+        if wire > config.max_message_size:
+            return _batch_too_big(wire, config.max_message_size)
+        return _Rows(topic, queue_id, magic, store_ip, rows)
 
     def _batch_rows(
         self, msgs: Sequence[Message], check: Callable[[Message], PutMessageResult | None] | None = None,
@@ -782,12 +973,63 @@ class CommitLog:
         return self._wire_rows(batch)
 
     def _wire_rows(self, batch: MessageBatch) -> _Rows | PutMessageResult:
+        """:meth:`_rows` for a :class:`MessageBatch`, unrolled: one header for every record (so one
+        head layout and sys flag), the hints from ``batch.parsed`` (the inner strings' parse,
+        done by the producer or at receipt) and the batch string's names, tags codes per value."""
         data = batch.body
+        topic, queue_id = batch.topic, batch.queue_id
+        config = self.config
         born = self.clock.now_ms() if batch.born_timestamp is None else batch.born_timestamp
-        host, sys_flag, reconsume = batch.born_host, batch.sys_flag, batch.reconsume_times
-        items = [(f, data[bs], data[ps], host, born, sys_flag, reconsume, None)
-                 for f, bs, ps in zip(batch.flags, batch.body_slices, batch.properties_slices, strict=True)]
-        return self._rows(batch.topic, batch.queue_id, items, batch.properties)
+        reconsume = batch.reconsume_times
+        batch_props = broker_batch_properties(batch.properties, config.broker_cluster_name, config.rocketmq_version)
+        t_in, t_val, k_in, k_val, u_in, u_val = _batch_names(batch_props)
+        with_sep = b"\x02" + batch_props
+        store_ip = self._store_ip or ip_to_bytes(self.store_host[0])
+        born_ip, born_port = self._host(batch.born_host)
+        sf = ((batch.sys_flag & ~_V6_FLAGS) | (flags.STOREHOSTADDRESS_V6_FLAG if len(store_ip) == 16 else 0)
+              | (flags.BORNHOST_V6_FLAG if len(born_ip) == 16 else 0))  # fmt: skip
+        head = head_struct(len(born_ip), len(store_ip))
+        _version, magic, topic_tail = topic_field(topic, self._version)
+        fixed = head.size + len(topic_tail) + 2
+        hinted = topic != flags.SCHEDULE_TOPIC  # its tags code depends on the reput's delay table
+        max_record = config.max_record_size
+        codes: dict[str | None, int] = {None: 0}
+        rows: list[tuple] = []
+        append = rows.append
+        wire = 0
+        for flag, bs, ps, names in zip(batch.flags, batch.body_slices, batch.properties_slices, batch.parsed,
+                                       strict=True):  # fmt: skip
+            body = data[bs]
+            inner = data[ps]
+            props = inner + with_sep if inner and inner[-1] != 2 else inner + batch_props
+            plen = len(props)
+            if plen > _MAX_PROPERTIES_LENGTH:
+                return _too_many_property_bytes(plen)
+            blen = len(body)
+            total = fixed + blen + plen
+            if total > max_record:
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                        reason=f"record of {total} bytes exceeds {max_record}")  # fmt: skip
+            size = 22 + blen + len(inner)  # its size in the batch body (MessageDecoder.encodeMessage)
+            wire += size
+            dispatch = None
+            if hinted:
+                tags, keys, uniq = names
+                if t_in:
+                    tags = t_val
+                if k_in:
+                    keys = k_val
+                if u_in:
+                    uniq = u_val
+                code = codes.get(tags)
+                if code is None:
+                    code = codes[tags] = java_hash(tags) if tags else 0
+                dispatch = (topic, queue_id, code, keys, uniq, sf, 0, props)
+            append((head, total, _crc32(body) & 0x7FFFFFFF, flag, sf, born, born_ip, born_port, reconsume, body,
+                    topic_tail + plen.to_bytes(2, "big") + props, dispatch, size))  # fmt: skip
+        if wire > config.max_message_size:
+            return _batch_too_big(wire, config.max_message_size)
+        return _Rows(topic, queue_id, magic, store_ip, rows)
 
     def _rows(
         self, topic: str, queue_id: int, items: Sequence[tuple], own: Mapping[str, str]

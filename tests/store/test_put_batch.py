@@ -444,3 +444,47 @@ def test_batch_uniq_key_after_recovery_and_query(version: str, crash: bool, tmp_
         assert [m.commit_log_offset for m in store.query_message("TopicA", "k1").messages] == [offsets[1]]
     finally:
         store.shutdown()
+
+
+@pytest.mark.parametrize("version", ["4.9.8", "5.3.3"])
+def test_list_templates_write_what_the_general_encoder_writes(version: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The list path's per-shape templates against the general encoder (``_batch_rows``, the
+    producer's map and string per message) on a twin store: messages without UNIQ_KEY (drawn by
+    the store), tags, keys, delay, WAIT, hosts and flags varying inside a batch, batches that
+    fall back half-way (user properties, separators) after keys were drawn, refusals: same
+    results, UNIQ_KEY draws, hints (== the parse) and bytes, and the templates were used."""
+    host = "[fd00::7]:10911" if version == "5.3.3" else "192.168.0.10:10911"
+    fast = []
+    with _pair(version, host) as (a, b):
+        cl = a.commit_log
+        encode = cl._list_rows_encode
+        monkeypatch.setattr(cl, "_list_rows_encode", lambda *args: fast.append(1) or encode(*args))
+        monkeypatch.setattr(b.commit_log, "_list_rows", b.commit_log._batch_rows)
+        big = bytes(_MAX_BODY // 3)
+        batches = []
+        for j in range(30):
+            msgs = [Message("TopicA", bytes([i]) * (i * 7 + j), tags=("TagA", None, "", "标签")[(i + j) % 4],
+                            keys=(["k", f"x{i}"], (), f"s{j}", ["", "e"])[(i * j) % 4],
+                            delay_time_level=2 if (i + j) % 7 == 0 else 0, wait_store_msg_ok=j % 3 != 1,
+                            born_host=(("10.0.0.7", 4242), ("::1", 9))[(i // 3) % 2], sys_flag=(0, 1)[i % 2],
+                            uniq_key=f"OWN{j}-{i}" if (i + j) % 5 == 0 else None, flag=i)
+                    for i in range(j % 6 + 1)]  # fmt: skip
+            if j % 10 == 4:
+                msgs.append(Message("TopicA", b"p", properties={"p": "v"}))
+            if j % 10 == 7:
+                msgs.append(Message("TopicA", b"sep", keys=["a\x01b"]))
+            if j == 9:
+                msgs += [Message("TopicA", big), Message("TopicA", big), Message("TopicA", big)]
+            batches.append(msgs)
+        for j, msgs in enumerate(batches):
+            if j == 15:
+                for s in (a, b):
+                    s.clock.advance(1)  # type: ignore[attr-defined]  # a new month: a new UNIQ_KEY prefix
+            ra, rb = a.put_messages(msgs), b.put_messages(msgs)
+            assert _result_key(ra) == _result_key(rb)
+            assert cl.dispatch_hints == b.commit_log.dispatch_hints
+            assert ra.status is (PutMessageStatus.MESSAGE_ILLEGAL if j == 9 else PutMessageStatus.PUT_OK)
+        _assert_hints_are_the_parse(a)
+        assert _files(a, "commitlog") == _files(b, "commitlog")
+        assert next(cl._uniq_counter) == next(b.commit_log._uniq_counter)
+    assert len(fast) >= 20

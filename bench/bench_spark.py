@@ -139,6 +139,8 @@ def main() -> None:
               f"{a.audit_repeat}):")
         for c in copies:
             def run(c: int = c) -> int:
+                group = f"audit-{c}-{time.monotonic_ns()}"  # a fresh group per run: its job ids are this run's
+                spark.sparkContext.setJobGroup(group, "bench audit")
                 inp = load_inputs(spark, paths[:c])
                 findings, _ = audit_inputs(inp)
                 out = findings.count()
@@ -147,16 +149,21 @@ def main() -> None:
                 else:
                     for d in (inp.records, inp.units, inp.items):
                         d.unpersist()
+                tracker = spark.sparkContext.statusTracker()
+                run.jobs = len(tracker.getJobIdsForGroup(group))  # type: ignore[attr-defined]
                 return out
 
             gib = c * log_bytes / 2**30
-            runs = []
+            runs: list[tuple[float, float]] = []
+            jobs: list[int] = []
             for _ in range(a.audit_repeat):
                 t_a, nf = timed(run)
                 runs.append((t_a, timed.cpu))  # type: ignore[attr-defined]
+                jobs.append(run.jobs)  # type: ignore[attr-defined]
             cells = [runs[0]] + ([min(runs)] if len(runs) > 1 else [])
             print(f"  {c}  {gib:6.3f}  " + "  |  ".join(
-                f"{t:7.1f}  {t / gib:7.1f}  {cpu:7.1f}  {cpu / gib:7.1f}" for t, cpu in cells) + f"   ({nf} findings)",
+                f"{t:7.1f}  {t / gib:7.1f}  {cpu:7.1f}  {cpu / gib:7.1f}" for t, cpu in cells)
+                + f"   ({nf} findings, Spark jobs per audit {'/'.join(map(str, jobs))})",
                 flush=True)
         spark.stop()
     finally:

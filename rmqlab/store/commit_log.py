@@ -19,7 +19,7 @@ import struct
 import threading
 import zlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from rmqlab.clock import Clock
 from rmqlab.codec import flags
@@ -854,6 +854,13 @@ class CommitLog:
         self._client_shapes[skey] = shape
         return shape
 
+    def _born_head(self, host: Any, sys_flag: int, store_v6: int, store_ip_len: int) -> tuple:
+        """``(host, sys_flag, born ip bytes, born port, stored sys flag, head struct)`` for a record
+        born at ``host``: the batch loops keep the last one and redo it only when host or flag change."""
+        born_ip, born_port = self._host(host)
+        sf = (sys_flag & ~_V6_FLAGS) | store_v6 | (flags.BORNHOST_V6_FLAG if len(born_ip) == 16 else 0)
+        return host, sys_flag, born_ip, born_port, sf, head_struct(len(born_ip), store_ip_len)
+
     def _list_rows_encode(self, topic: str, queue_id: int, items: list[tuple], now: int, k_in: bool,
                           k_val: str | None, u_in: bool, u_val: str | None) -> _Rows | PutMessageResult:  # fmt: skip
         """Second half of :meth:`_list_rows`: the records from the templates, refused as
@@ -875,12 +882,8 @@ class CommitLog:
                 return _too_many_property_bytes(plen)
             host, sys_flag = m.born_host, m.sys_flag
             if last[0] != host or last[1] != sys_flag:
-                born_ip, born_port = self._host(host)
-                sf = (sys_flag & ~_V6_FLAGS) | store_v6 | (flags.BORNHOST_V6_FLAG if len(born_ip) == 16 else 0)
-                head = head_struct(len(born_ip), len(store_ip))
-                last = (host, sys_flag, born_ip, born_port, sf, head)
-            else:
-                _h, _s, born_ip, born_port, sf, head = last
+                last = self._born_head(host, sys_flag, store_v6, len(store_ip))
+            _h, _s, born_ip, born_port, sf, head = last
             body = m.body
             blen = len(body)
             total = head.size + blen + fixed + plen
@@ -1070,12 +1073,8 @@ class CommitLog:
                     reason=f"properties of {plen} bytes exceed {_MAX_PROPERTIES_LENGTH}",
                 )
             if last[0] != host or last[1] != sys_flag:
-                born_ip, born_port = self._host(host)
-                sf = (sys_flag & ~_V6_FLAGS) | store_v6 | (flags.BORNHOST_V6_FLAG if len(born_ip) == 16 else 0)
-                head = head_struct(len(born_ip), len(store_ip))
-                last = (host, sys_flag, born_ip, born_port, sf, head)
-            else:
-                _h, _s, born_ip, born_port, sf, head = last
+                last = self._born_head(host, sys_flag, store_v6, len(store_ip))
+            _h, _s, born_ip, born_port, sf, head = last
             total = head.size + len(body) + fixed + plen
             if total > max_record:
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,

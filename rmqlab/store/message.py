@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from rmqlab.codec import flags
+from rmqlab.codec.batch import client_properties
 from rmqlab.codec.properties import encode_broker_properties_and_map
 
 __all__ = ["Message", "build_properties", "build_properties_and_map"]
@@ -73,18 +74,5 @@ def build_properties_and_map(
 ) -> tuple[bytes, dict[str, str] | None]:
     """:func:`build_properties` plus the map a reader parses back from the bytes, or None when
     only parsing can tell (see ``codec.properties.encode_broker_properties_and_map``)."""
-    props: dict[str, str] = {}
-    keys = msg.keys
-    keys_string = keys if isinstance(keys, str) or not keys else flags.KEY_SEPARATOR.join([k for k in keys if k])
-    if keys_string:
-        props[flags.PROPERTY_KEYS] = keys_string
-    if msg.tags:
-        props[flags.PROPERTY_TAGS] = msg.tags
-    if msg.delay_time_level > 0:
-        props[flags.PROPERTY_DELAY_TIME_LEVEL] = str(msg.delay_time_level)
-    props[flags.PROPERTY_WAIT_STORE_MSG_OK] = "true" if msg.wait_store_msg_ok else "false"
-    if msg.properties:
-        props.update(msg.properties)
-    if flags.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:
-        props[flags.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq_key
+    props = client_properties(msg, uniq_key)
     return encode_broker_properties_and_map(props, rocketmq_version, cluster)

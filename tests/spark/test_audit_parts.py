@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -69,3 +70,20 @@ def test_package_functions_survive_importing_the_job_module() -> None:
     assert rmqlab.spark.audit.__module__ == "rmqlab.spark"
     assert rmqlab.spark.stats.__module__ == "rmqlab.spark"
     assert rmqlab.spark.jobs.audit.__doc__
+
+
+def test_a_new_session_starts_quietly() -> None:
+    """The driver logs errors only (rmqlab/spark/log4j2.properties, shipped as package data):
+    no "default log4j profile" or WARN lines from Spark's start-up, no pandas-3 FutureWarning."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("pyspark")
+    code = ("from rmqlab.spark import get_session; s = get_session('local[1]', 'quiet');"
+            "print(s.read.format('rmq_commitlog').load('data/clean-small').count()); s.stop()")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       cwd=Path(__file__).resolve().parents[2])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "600"
+    for noise in ("default log4j profile", " WARN ", "FutureWarning", "Reconfiguration failed"):
+        assert noise not in r.stderr, r.stderr

@@ -74,7 +74,8 @@ def test_package_functions_survive_importing_the_job_module() -> None:
 
 def test_a_new_session_starts_quietly() -> None:
     """The driver logs errors only (rmqlab/spark/log4j2.properties, shipped as package data):
-    no "default log4j profile" or WARN lines from Spark's start-up, no pandas-3 FutureWarning."""
+    no "default log4j profile", "Setting default log level to WARN" or WARN lines from Spark's
+    start-up, no pandas-3 FutureWarning."""
     import subprocess
     import sys
 
@@ -85,5 +86,5 @@ def test_a_new_session_starts_quietly() -> None:
                        cwd=Path(__file__).resolve().parents[2])
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "600"
-    for noise in ("default log4j profile", " WARN ", "FutureWarning", "Reconfiguration failed"):
+    for noise in ("default log4j profile", "default log level", " WARN ", "FutureWarning", "Reconfiguration failed"):
         assert noise not in r.stderr, r.stderr

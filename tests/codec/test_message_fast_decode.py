@@ -13,7 +13,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rmqlab.codec.flags import MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2
+from rmqlab.codec.flags import (
+    BORNHOST_V6_FLAG,
+    MESSAGE_MAGIC_CODE_V1,
+    MESSAGE_MAGIC_CODE_V2,
+    STOREHOSTADDRESS_V6_FLAG,
+)
 from rmqlab.codec.message import MessageRecord, _decode, _decode_exact, decode_message, encode_message
 from rmqlab.errors import CorruptRecord, TruncatedRecord
 
@@ -168,3 +173,19 @@ def test_fast_record_sets_every_field(version: int) -> None:
     assert fast == exact
     with pytest.raises(dataclasses.FrozenInstanceError):
         fast.topic = "other"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("sys_flag", [BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG,
+                                      BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG])
+@pytest.mark.parametrize("after", [0, 64])
+def test_ipv6_flags_on_a_record_too_short_for_their_head(sys_flag: int, after: int) -> None:
+    """A damaged 91-byte record whose SYSFLAG claims an IPv6 host: its head would end past the
+    record (found by hypothesis: the exact decoder let a struct.error out when the buffer ended
+    with the record). Both decoders name the record and the reason, whatever follows it."""
+    rec = bytearray(91)
+    struct.pack_into(">ii", rec, 0, 91, MESSAGE_MAGIC_CODE_V1)
+    struct.pack_into(">i", rec, 36, sys_flag)
+    buf = memoryview(bytes(rec) + b"\0" * after)
+    assert same(buf, 0, len(buf)) == ("corrupt", "length_mismatch", 0)
+    with pytest.raises(CorruptRecord, match=r"too short for a 1(00|12)-byte IPv6 head"):
+        decode_message(buf, 0, file="00000000000000000000")

@@ -555,11 +555,11 @@ def _decode_exact(
     if not sys_flag & (BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG):
         pos = offset + 88
     else:
-        # An IPv6 host widens the head by 12 bytes: a record too short for it (91..) ends inside
-        # the head, so its fields cannot be read, let alone add up to TOTALSIZE.
-        head_len = 48 + 8 + (_HOST6.size if sys_flag & BORNHOST_V6_FLAG else _HOST4.size) \
-            + (_HOST6.size if sys_flag & STOREHOSTADDRESS_V6_FLAG else _HOST4.size) + 16
-        if head_len + (1 if version == 1 else 2) + 2 > total:
+        # An IPv6 host widens the head by 12 bytes: a record shorter than the emptiest record
+        # with these hosts (91..) ends inside the head, so its fields cannot even be read.
+        shortest = calc_msg_length(version, sys_flag, 0, 0, 0)
+        if shortest > total:
+            head_len = shortest - (1 if version == 1 else 2) - 2  # less TOPICLENGTH, PROPERTIESLENGTH
             raise CorruptRecord(
                 file, offset, "length_mismatch", f"TOTALSIZE {total} is too short for a {head_len}-byte IPv6 head"
             )

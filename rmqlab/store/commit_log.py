@@ -306,6 +306,9 @@ class CommitLog:
         self._wire_strings: dict[tuple, tuple | None] = {}  # see _wire_batch_string
         self._tail_prefixes: dict[bytes, _LengthSuffixed] = {}
         self._tag_codes: dict[str | None, int] = {None: 0, "": 0}
+        self._column_heads: dict[tuple, tuple | None] = {}  # (born host, sys flag) -> _born_head(...)
+        self._last_middle: tuple = ((), None)  # (key, _LengthSuffixed) of the last column batch's head middle
+        self._v5_producer = config.rocketmq_version != "4.9.8"
         self.fast_path = True  # False: every put takes the exact reference path (tests compare both)
         self._max_message_size = config.max_message_size  # the config is frozen: read once
         self._max_record_size = config.max_record_size
@@ -790,6 +793,14 @@ class CommitLog:
         if cell is None:
             return None
         seg0, seg1, seg2, keys_first, tags_code, extra, k_in, k_val, u_in, u_val = cell
+        try:
+            born_head = self._column_heads.get((host, sys_flag), False)
+        except TypeError:
+            return None
+        if born_head is False:
+            born_head = self._column_head(host, sys_flag)
+        if born_head is None:
+            return None
         # from here on as _list_rows: the messages' UNIQ_KEYs, then (5.x) the batch's own
         now = self.clock.now_ms()
         p = self._uniq_prefix
@@ -800,7 +811,7 @@ class CommitLog:
         uniqs = f"{p[1]}{hexes.replace(',', ',' + p[1])}".split(",")
         if len(uniqs) != n:  # a "," in the prefix (never in the generator's hex)
             uniqs = [p[1] + h for h in hexes.split(",")]
-        if self.config.rocketmq_version != "4.9.8":
+        if self._v5_producer:
             own = self.new_uniq_key(now)
             seg2 = seg2.replace(_PH_UNIQ, own)
             extra += len(own.encode()) - len(_PH_UNIQ)
@@ -809,14 +820,12 @@ class CommitLog:
         ab = zip(kss, uniqs, strict=False) if keys_first else zip(uniqs, kss, strict=False)
         props = f"{seg0}{(seg2 + _SEP + seg0).join(map(seg1.join, ab))}{seg2}".encode().split(_SEP_B)
         plens = list(map(len, props))
-        born_head = self._born_head(host, sys_flag, flags.STOREHOSTADDRESS_V6_FLAG if len(self._store_ip) == 16 else 0,
-                                    len(self._store_ip))  # fmt: skip
         head = born_head[5]
         _version, magic, topic_tail = topic_field(topic, self._version)
         totals = list(map((head.size + len(topic_tail) + 2).__add__, map(add, blens, plens)))
         config = self.config
         result = None
-        if (len(props) == n and max(plens) <= _MAX_PROPERTIES_LENGTH and max(totals) <= config.max_record_size
+        if (len(props) == n and max(plens) <= _MAX_PROPERTIES_LENGTH and max(totals) <= self._max_record_size
                 and 22 * n + sum(blens) + sum(plens) - extra * n <= config.max_message_size):  # fmt: skip
             borns: int | list[int] = list(map(_L_BORN, msgs))
             born = borns[0]  # type: ignore[index]
@@ -839,6 +848,19 @@ class CommitLog:
                 return rows
             result = self._write_rows(rows) or self._put(self._encoded(rows))
         return result
+
+    def _column_head(self, host: Any, sys_flag: int) -> tuple | None:
+        """:meth:`_born_head` for the column paths, cached per ``(host, sys_flag)``; None (not
+        cached) for a host the row paths must answer (unhashable, unparsable)."""
+        try:
+            got = self._born_head(host, sys_flag, flags.STOREHOSTADDRESS_V6_FLAG if len(self._store_ip) == 16 else 0,
+                                  len(self._store_ip))  # type: ignore[arg-type]  # fmt: skip
+            if len(self._column_heads) >= _MAX_HOST_CACHE:
+                self._column_heads.clear()
+            self._column_heads[(host, sys_flag)] = got
+        except (TypeError, ValueError):
+            return None
+        return got
 
     def _valid_topic(self, topic: str) -> bool:
         """Validate ``topic`` once (as :meth:`check_message`); False if it is refused."""
@@ -894,11 +916,13 @@ class CommitLog:
                 or (topic not in self._valid_topics and not self._valid_topic(topic)) or queue_id < 0
                 or batch.sys_flag & _TX_MASK or max(blens) > self._max_message_size):  # fmt: skip
             return None
+        data = batch.body
+        if data.__class__ is not bytes:
+            return None
         got = self._wire_batch_string(batch.properties)
         if got is None:
             return None
         batch_props, t_in, t_val, k_in, k_val, u_in, u_val = got
-        data = batch.body
         inners = list(map(data.__getitem__, batch.properties_slices))
         lasts = b"".join(map(_LAST_BYTE, inners))  # each inner string's last byte
         seps = lasts.count(2) if len(lasts) == n else -1
@@ -909,27 +933,35 @@ class CommitLog:
         else:
             props = [record_properties(inner, batch_props) for inner in inners]
         plens = list(map(len, props))
-        born_head = self._born_head(batch.born_host, batch.sys_flag,
-                                    flags.STOREHOSTADDRESS_V6_FLAG if len(self._store_ip) == 16 else 0,
-                                    len(self._store_ip))  # fmt: skip
+        try:
+            born_head = self._column_heads.get((batch.born_host, batch.sys_flag), False)
+        except TypeError:
+            return None
+        if born_head is False:
+            born_head = self._column_head(batch.born_host, batch.sys_flag)
+        if born_head is None:
+            return None
         head = born_head[5]
         _version, magic, topic_tail = topic_field(topic, self._version)
         totals = list(map((head.size + len(topic_tail) + 2).__add__, map(add, blens, plens)))
         config = self.config
-        if (max(plens) > _MAX_PROPERTIES_LENGTH or max(totals) > config.max_record_size
+        if (max(plens) > _MAX_PROPERTIES_LENGTH or max(totals) > self._max_record_size
                 or 22 * n + sum(blens) + sum(map(len, inners)) > config.max_message_size):  # fmt: skip
             return None
         tags_col, keys_col, uniq_col = zip(*batch.parsed, strict=False)
         if t_in:
             codes: Iterable[int] = repeat(java_hash(t_val) if t_val else 0)
         else:
-            known = self._tag_codes
-            for t in set(tags_col).difference(known):
-                if len(known) >= _MAX_SHAPES:
-                    known.clear()
-                    known[None] = known[""] = 0
-                known[t] = java_hash(t)
-            codes = map(known.__getitem__, tags_col)
+            known = self._tag_codes  # shared by producer threads: read with get, grown up to a bound
+            local = {}
+            for t in set(tags_col):
+                code = known.get(t)
+                if code is None:
+                    code = java_hash(t) if t else 0
+                    if len(known) < _MAX_SHAPES:
+                        known[t] = code
+                local[t] = code
+            codes = map(local.__getitem__, tags_col)
         bodies = list(map(memoryview(data).__getitem__, batch.body_slices))  # views: no copy before the join
         now = self.clock.now_ms()
         born = now if batch.born_timestamp is None else batch.born_timestamp
@@ -1002,8 +1034,14 @@ class CommitLog:
             offsets = list(accumulate(totals, initial=wrote))  # n + 1: the last is the end
             qs = range(q0, q0 + n)
             if borns.__class__ is not list:
-                middle = _LengthSuffixed(_head_middle(len(born_ip), len(store_ip)).pack(  # type: ignore[arg-type]
-                    sf, borns, born_ip, born_port, now, store_ip, store_port, reconsume, 0), 4)  # fmt: skip
+                key = (sf, borns, born_ip, born_port, now, reconsume)
+                last = self._last_middle
+                if last[0] == key:
+                    middle = last[1]
+                else:
+                    middle = _LengthSuffixed(_head_middle(len(born_ip), len(store_ip)).pack(  # type: ignore[arg-type]
+                        sf, borns, born_ip, born_port, now, store_ip, store_port, reconsume, 0), 4)  # fmt: skip
+                    self._last_middle = (key, middle)
                 starts = map(_HEAD_START.pack, totals, repeat(magic), crcs, repeat(queue_id), flag_col, qs, offsets)
                 pieces = zip(starts, map(middle.__getitem__, blens), bodies, tails, props, strict=False)
             else:

@@ -744,6 +744,9 @@ class MessageStore:
         """Up to ``max_msg_nums`` messages from ``offset`` of a queue, RocketMQ 4.9.8's rules.
 
         Messages are zero-copy views; call ``result.release()`` (or use ``with``) when done.
+        Nothing is decoded until a message is: the first ``decode()`` (or record attribute) of
+        any message decodes every message of the result, in one pass, as RocketMQ's client
+        decodes a whole pull result (``StoredMessage``).
         """
         self._check_open()
         if self._is_memory_topic(topic):
@@ -790,7 +793,6 @@ class MessageStore:
         if sel_cq is None:
             return GetMessageStatus.OFFSET_FOUND_NULL, self._correct(offset, cq.roll_next_file(offset))
         status = GetMessageStatus.NO_MATCHED_MESSAGE
-        found = GetMessageStatus.FOUND  # loop constants as locals
         long_min = next_phy_file_start = _LONG_MIN
         max_phy_pulling = 0
         max_filter = max(16000, max_msg_nums * _CQ_UNIT)
@@ -802,8 +804,9 @@ class MessageStore:
         shared: SharedSelection | None = None
         sh_start = sh_end = 0  # the shared selection's [start, end) and buffer
         sh_buf = memoryview(b"")
-        consumed = 0  # units looked at (the next pull starts after them)
+        count = skipped = 0  # messages found and units skipped (the next pull starts after both)
         total = 0  # result.buffer_total_size, kept local in the loop
+        no_filter = message_filter is None
         c = self.config
         # _is_the_batch_full's limits, hoisted out of the loop (checked inline below)
         disk_bytes, disk_count = c.max_transfer_bytes_on_message_in_disk, c.max_transfer_count_on_message_in_disk
@@ -816,29 +819,52 @@ class MessageStore:
             for off_py, size_py, tags_code in _CQ_UNIT_STRUCT.iter_unpack(buf[:window]):
                 max_phy_pulling = off_py
                 if next_phy_file_start != long_min and off_py < next_phy_file_start:
-                    consumed += 1
+                    skipped += 1
                     continue
-                if total and messages:  # _is_the_batch_full(size_py, max_msg_nums, total, count, in_disk)
-                    count = len(messages)
+                if total and count:  # _is_the_batch_full(size_py, max_msg_nums, total, count, in_disk)
                     if max_msg_nums <= count:
                         break
                     if (max_offset_py - off_py) > memory:
-                        if total + size_py > disk_bytes or count > disk_count - 1:
+                        if total + size_py > disk_bytes or count >= disk_count:
                             break
-                    elif total + size_py > mem_bytes or count > mem_count - 1:
+                    elif total + size_py > mem_bytes or count >= mem_count:
                         break
+                if (no_filter and sh_start <= off_py and off_py + size_py <= sh_end and size_py >= 0
+                        and shared is not None):
+                    # The common case first, in one test: no filter, inside the current shared
+                    # selection. What the general path below does for it, without its temporaries:
+                    # StoredMessage(shared, view, off_py, size_py) built without the __init__ call,
+                    # holding the selection's buffer and its place in it (no view made here),
+                    # linked to the result's messages (its first decode decodes them all).
+                    shared._refs += 1  # shared.acquire()
+                    m = _new_object(StoredMessage)
+                    m._selection = shared
+                    m._view = None
+                    m._base = sh_buf
+                    m._at = off_py - sh_start
+                    m._batch = messages
+                    m.commit_log_offset = off_py
+                    m.size = size_py
+                    m._record = None
+                    append(m)
+                    total += size_py
+                    count += 1
+                    next_phy_file_start = long_min
+                    continue
                 if message_filter is not None and not message_filter.is_matched_by_consume_queue(tags_code):
                     result.filtered_count += 1
                     if not messages:
                         status = GetMessageStatus.NO_MATCHED_MESSAGE
-                    consumed += 1
+                    skipped += 1
                     continue
-                # commit_log.get_message(off_py, size_py), served from one selection per file
+                # commit_log.get_message(off_py, size_py), served from one selection per file;
+                # the message holds the selection's buffer and its place in it (no view made here)
                 holder: SharedSelection | SelectMappedBufferResult | None
                 if sh_start <= off_py and off_py + size_py <= sh_end and size_py >= 0 and shared is not None:
                     # the common case first, in one test: inside the current shared selection
+                    base = sh_buf
                     a = off_py - sh_start
-                    view = sh_buf[a : a + size_py]
+                    view = None
                     shared._refs += 1  # shared.acquire()
                     holder = shared
                 else:
@@ -858,40 +884,50 @@ class MessageStore:
                             if not messages:
                                 status = GetMessageStatus.MESSAGE_WAS_REMOVING
                             next_phy_file_start = self.commit_log.roll_next_file(off_py)
-                            consumed += 1
+                            skipped += 1
                             continue
-                        view = holder.buffer
+                        base = view = holder.buffer
+                        a = 0
                     else:
+                        base = sh_buf
                         a = off_py - sh_start
-                        view = sh_buf[a : a + size_py]
+                        view = None
                         shared._refs += 1  # shared.acquire()
-                if message_filter is not None and not message_filter.is_matched_by_commit_log(view):
-                    with contextlib.suppress(BufferError):
-                        view.release()
-                    holder.release()
-                    if not messages:
-                        status = GetMessageStatus.NO_MATCHED_MESSAGE
-                    consumed += 1
-                    continue
-                # StoredMessage(holder, view, off_py, size_py), built without the __init__ call
+                if message_filter is not None:
+                    if view is None:
+                        view = base[a : a + size_py]
+                    if not message_filter.is_matched_by_commit_log(view):
+                        with contextlib.suppress(BufferError):
+                            view.release()
+                        holder.release()
+                        if not messages:
+                            status = GetMessageStatus.NO_MATCHED_MESSAGE
+                        skipped += 1
+                        continue
+                # StoredMessage(holder, view, off_py, size_py), built without the __init__ call,
+                # linked to the result's messages (its first decode decodes them all)
                 m = _new_object(StoredMessage)
                 m._selection = holder
-                m.buffer = view
+                m._view = view
+                m._base = base
+                m._at = a
+                m._batch = messages
                 m.commit_log_offset = off_py
                 m.size = size_py
                 m._record = None
                 append(m)
                 total += size_py
-                status = found
+                count += 1
                 next_phy_file_start = long_min
-                consumed += 1
         finally:
             result.buffer_total_size = total
             sel_cq.release()
             if shared is not None:
                 shared.release()
         result.suggest_pulling_from_slave = max_offset_py - max_phy_pulling > memory
-        return status, offset + consumed
+        # once a message is found the status stays FOUND (the skips above only set it while
+        # there is none); every unit looked at is a message or a skip
+        return (GetMessageStatus.FOUND if count else status), offset + count + skipped
 
     def _memory_for_messages(self) -> float:
         """Bytes of CommitLog RocketMQ treats as "in memory" (``accessMessageInMemoryMaxRatio``

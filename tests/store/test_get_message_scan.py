@@ -1,8 +1,9 @@
 """The get path's hot loop: messages built slot by slot, the one-test shared-selection case.
 
-``MessageStore._scan`` builds each ``StoredMessage`` without its ``__init__`` and serves a unit
-inside the current shared selection with one test; what it returns must be what the plain
-constructor and the exact ``CommitLog.get_message`` rule give, across file boundaries too.
+``MessageStore._scan`` builds each ``StoredMessage`` without its ``__init__`` (holding its
+selection's buffer and its place in it, no view) and serves a unit inside the current shared
+selection with one test; what it returns must be what the plain constructor and the exact
+``CommitLog.get_message`` rule give, across file boundaries too.
 """
 
 from __future__ import annotations
@@ -43,9 +44,18 @@ def test_scan_builds_what_the_constructor_builds(tmp_path: Path) -> None:
         assert r.messages
         for m in r.messages:
             assert type(m) is StoredMessage
-            ref = StoredMessage(m._selection, m.buffer, m.commit_log_offset, m.size)
-            for name in StoredMessage.__slots__:  # every slot set, to what __init__ sets
-                assert getattr(m, name) is getattr(ref, name), name
+            for name in StoredMessage.__slots__:  # every slot set (an unset one raises)
+                getattr(m, name)
+            # held as the selection's buffer and the record's place in it; no view made yet
+            assert m._view is None
+            assert m._batch is r.messages
+            assert m._record is None
+        for m in r.messages:  # (the first decode below decodes them all)
+            ref = StoredMessage(m._selection, m._base[m._at : m._at + m.size], m.commit_log_offset, m.size)
+            assert (m._selection, m.commit_log_offset, m.size) == (ref._selection, ref.commit_log_offset, ref.size)
+            assert bytes(m.buffer) == bytes(ref.buffer)  # made on first use, then kept
+            assert m.buffer is m._view
+            assert m.decode() == ref.decode()
         r.release()
     finally:
         store.shutdown()

@@ -151,7 +151,8 @@ def bench_get(store: MessageStore, n: int, calls: int, decode: int) -> tuple[flo
     """(calls/s, messages/s) of get_message(32) at random offsets: wall, then thread CPU.
 
     ``decode`` 0: lazy, no message decoded. 1: every message decoded and what a consumer reads
-    read (topic, body, tags, keys, queue_offset). 2: that plus the full ``properties`` dict
+    read (topic, body, tags, keys, queue_offset); the first ``decode()`` of a result decodes all
+    of its messages in one pass, the others return their record. 2: that plus the full ``properties`` dict
     (``MessageRecord`` parses it on first access, so this row shows what the lazy map saves).
     """
     rnd = random.Random(1)

@@ -16,11 +16,11 @@ from tests.spark.conftest import store_paths
 pytestmark = pytest.mark.spark
 
 
-def _verify(path: str) -> list[tuple[Any, ...]]:
+def _verify(path: str, check_crc: bool = False) -> list[tuple[Any, ...]]:
     from rmqlab.inspect import open_snapshot
 
     with open_snapshot(path) as snap:
-        return [(f.severity, f.kind, snap.path, f.file, f.offset, f.message) for f in snap.verify()]
+        return [(f.severity, f.kind, snap.path, f.file, f.offset, f.message) for f in snap.verify(check_crc=check_crc)]
 
 
 def test_local_tables_equal_created_frames(spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -87,3 +87,31 @@ def test_merged_audit_on_many_stores_equals_verify(spark: Any, stores: dict[str,
         assert {"cq_units_past_log_end", "index_items_past_log_end"} <= kinds
     finally:
         inp.unpersist()
+
+
+def test_crc_check_and_caps_equal_verify(spark: Any, stores: dict[str, Any], tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """``check_crc`` adds verify(check_crc=True)'s ``commitlog_crc_mismatch``; with a cap of 3
+    findings per kind and file (both sides), the capped checks keep verify's first rows and its
+    "... and N more" row."""
+    import importlib
+
+    from rmqlab.spark import jobs
+
+    monkeypatch.setattr(importlib.import_module("rmqlab.inspect.verify"), "_MAX_PER_KIND", 3)
+    monkeypatch.setattr(jobs, "MAX_PER_KIND", 3)
+    bad = tmp_path / "crc"
+    shutil.copytree(stores["rmqlab"], bad)
+    log = sorted((bad / "commitlog").iterdir())[0]
+    data = bytearray(log.read_bytes())
+    at = data.find(b"body 17 body 17 ")
+    assert at > 0
+    data[at] ^= 0xFF  # one body byte: the record's CRC no longer matches, nothing else changes
+    log.write_bytes(bytes(data))
+    paths = [str(bad), *store_paths(stores, "crash-tail", "cq-wrong", "index-wrong", "torn")]
+    findings, _ = jobs.audit(spark, paths, check_crc=True)
+    got = sorted(tuple(r) for r in findings.collect())
+    want = sorted(f for p in paths for f in _verify(p, check_crc=True))
+    assert got == want
+    assert Counter(f[1] for f in got)["commitlog_crc_mismatch"] == 1
+    assert any(f[5].startswith("... and ") and f[5].endswith("(not listed)") for f in got)

@@ -44,6 +44,7 @@ from rmqlab.codec.consume_queue_unit import MAX_ADDR
 from rmqlab.codec.flags import SCHEDULE_TOPIC, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
 from rmqlab.codec.index_layout import HASH_SLOT_SIZE, INDEX_HEADER_SIZE, INDEX_SIZE
 from rmqlab.spark import schemas
+from rmqlab.spark.sources import written_index_items
 
 __all__ = [
     "AuditInputs",
@@ -96,8 +97,9 @@ STATS_COLUMNS = ["tags", "keys"]
 ITEM_COLUMNS = ["store_path", "file", "hash_slot_num", "item_no", "key_hash", "phy_offset", "slot"]
 UNIT_COLUMNS = ["store_path", "topic", "queue_id", "file", "queue_offset", "position", "commit_log_offset", "size",
                 "tags_code"]
-#: ConsumeQueue units per read task: at most the reader's default, and few enough that a small
-#: input still spreads over every core (one store's queues used to be a single task)
+#: ConsumeQueue units (and index items) per read task: at most the reader's default, and few
+#: enough that a small input still spreads over every core (one store's queues, or its index
+#: file, used to be a single task)
 MAX_UNITS_PER_PARTITION = 2_000_000
 MIN_UNITS_PER_PARTITION = 50_000
 #: CommitLog bytes per shuffle partition when the audit sizes ``spark.sql.shuffle.partitions``
@@ -222,8 +224,10 @@ def load_inputs(spark: SparkSession, stores: list[str], *, options: dict[str, st
         rows.append(st)
         driver += d
         n_units += n
-    per_task = -(-n_units // max(1, int(spark.sparkContext.defaultParallelism)))
-    per_task = min(MAX_UNITS_PER_PARTITION, max(MIN_UNITS_PER_PARTITION, per_task))
+    cores = max(1, int(spark.sparkContext.defaultParallelism))
+    per_task = min(MAX_UNITS_PER_PARTITION, max(MIN_UNITS_PER_PARTITION, -(-n_units // cores)))
+    # a store's index is one big file: split it too (one store's items used to be a single task)
+    per_items = min(MAX_UNITS_PER_PARTITION, max(MIN_UNITS_PER_PARTITION, -(-written_index_items(stores) // cores)))
     log_bytes = sum(f[4] for f in files)
     if shuffle_partitions != 0:
         n = shuffle_partitions or shuffle_partitions_for(spark, log_bytes)
@@ -237,7 +241,8 @@ def load_inputs(spark: SparkSession, stores: list[str], *, options: dict[str, st
     units = (spark.read.format("rmq_consumequeue").option("include_pre_blank", "true")
              .option("columns", ",".join(UNIT_COLUMNS)).option("units_per_partition", str(per_task)).load(paths)
              .withColumnRenamed("store_path", "store").persist(level))
-    items = (spark.read.format("rmq_index").option("columns", ",".join(ITEM_COLUMNS)).load(paths)
+    items = (spark.read.format("rmq_index").option("columns", ",".join(ITEM_COLUMNS))
+             .option("items_per_partition", str(per_items)).load(paths)
              .withColumnRenamed("store_path", "store").persist(level))
     return AuditInputs(
         records, units, items,

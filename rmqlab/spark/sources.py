@@ -28,7 +28,8 @@ to get ``rmq_commitlog``'s ``key_hashes``); commitlog:
 ``units_per_partition`` (2,000,000: small CQ files are packed into one task; 0 = one file per
 partition); index:
 ``hash_slot_num`` and ``index_num`` (default: inferred from the file size, RocketMQ's defaults or
-the small preset).
+the small preset), ``items_per_partition`` (0: one task per index file; else a file's written
+items are split into tasks of that many, so one big index file spreads over every core).
 
 This module imports only ``rmqlab.codec`` from rmqlab (small pickles, fast executor start-up).
 """
@@ -81,6 +82,7 @@ __all__ = [
     "pack_partitions",
     "resolve_stores",
     "split_points",
+    "written_index_items",
 ]
 
 DEFAULT_SPLIT_BYTES = 64 * 1024 * 1024
@@ -516,6 +518,18 @@ class IndexPartition(InputPartition):
     path: str
     hash_slot_num: int
     index_num: int
+    first: int = 0  #: first item of this task (0 = item 1), ``limit`` items from it; -1: to the end
+    limit: int = -1
+
+
+def _written_items(f: Any, size: int, hash_slot_num: int) -> tuple[IndexHeader, int, int]:
+    """``(header, index_count, items)`` of an open index file: the items written after the
+    unused item 0, as far as the file holds them."""
+    f.seek(0)
+    hdr = IndexHeader.unpack(f.read(INDEX_HEADER_SIZE).ljust(INDEX_HEADER_SIZE, b"\0"))
+    index_count = hdr.index_count if hdr.index_count > 0 else 1  # IndexHeader.load
+    base = INDEX_HEADER_SIZE + hash_slot_num * HASH_SLOT_SIZE
+    return hdr, index_count, min(max(index_count - 1, 0), max(0, (size - base) // INDEX_SIZE - 1))
 
 
 def index_layout(sizes: set[int], options: dict[str, str]) -> tuple[int, int] | None:
@@ -528,6 +542,29 @@ def index_layout(sizes: set[int], options: dict[str, str]) -> tuple[int, int] | 
     return None
 
 
+def _index_files(store: str, options: dict[str, str]) -> tuple[list[str], tuple[int, int]]:
+    """A store's non-empty index files and their layout (none when the layout is unknown: no rows;
+    the audit reports ``index_layout_unknown``)."""
+    d = os.path.join(store, "index")
+    if not os.path.isdir(d):
+        return [], (0, 0)
+    paths = [os.path.join(d, n) for n in sorted(os.listdir(d))
+             if n.isdigit() and os.path.isfile(os.path.join(d, n)) and os.path.getsize(os.path.join(d, n))]
+    layout = index_layout({os.path.getsize(p) for p in paths}, options)
+    return (paths, layout) if layout else ([], (0, 0))
+
+
+def written_index_items(stores: list[str], options: dict[str, str] | None = None) -> int:
+    """The index items ``rmq_index`` reads from ``stores`` (headers only): to size its tasks."""
+    n = 0
+    for store in stores:
+        paths, layout = _index_files(store, options or {})
+        for p in paths:
+            with open(p, "rb") as f:
+                n += _written_items(f, os.fstat(f.fileno()).st_size, layout[0])[2]
+    return n
+
+
 class IndexReader(DataSourceReader):
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
         self.options = options
@@ -536,16 +573,16 @@ class IndexReader(DataSourceReader):
 
     def partitions(self) -> list[InputPartition]:
         parts: list[InputPartition] = []
+        per = int(self.options.get("items_per_partition") or 0)
         for store in self.stores:
-            d = os.path.join(store, "index")
-            if not os.path.isdir(d):
-                continue
-            paths = [os.path.join(d, n) for n in sorted(os.listdir(d))
-                     if n.isdigit() and os.path.isfile(os.path.join(d, n)) and os.path.getsize(os.path.join(d, n))]
-            layout = index_layout({os.path.getsize(p) for p in paths}, self.options)
-            if layout is None:
-                continue  # unknown layout: no rows (the audit reports index_layout_unknown)
-            parts.extend(IndexPartition(store, p, *layout) for p in paths)
+            paths, layout = _index_files(store, self.options)
+            for p in paths:
+                n = 0
+                if per > 0:
+                    with open(p, "rb") as f:
+                        n = _written_items(f, os.fstat(f.fileno()).st_size, layout[0])[2]
+                starts = list(range(0, n, per)) if per > 0 and n > per else [0]
+                parts.extend(IndexPartition(store, p, *layout, a, per if a != starts[-1] else -1) for a in starts)
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -553,12 +590,10 @@ class IndexReader(DataSourceReader):
             return
         p = partition
         with open(p.path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            hdr = IndexHeader.unpack(f.read(INDEX_HEADER_SIZE).ljust(INDEX_HEADER_SIZE, b"\0"))
-            index_count = hdr.index_count if hdr.index_count > 0 else 1  # IndexHeader.load
-            base = INDEX_HEADER_SIZE + p.hash_slot_num * HASH_SLOT_SIZE
-            count = min(max(index_count - 1, 0), max(0, (size - base) // INDEX_SIZE - 1))
-            f.seek(base + INDEX_SIZE)
+            hdr, index_count, total = _written_items(f, os.fstat(f.fileno()).st_size, p.hash_slot_num)
+            first = min(p.first, total)
+            count = total - first if p.limit < 0 else min(p.limit, total - first)
+            f.seek(INDEX_HEADER_SIZE + p.hash_slot_num * HASH_SLOT_SIZE + (1 + first) * INDEX_SIZE)
             items = np.frombuffer(f.read(count * INDEX_SIZE), INDEX_ITEM_DTYPE)
         if not count:
             return
@@ -579,7 +614,7 @@ class IndexReader(DataSourceReader):
             "index_count": full(index_count, np.int32),
             "hash_slot_num": full(p.hash_slot_num, np.int32),
             "index_num": full(p.index_num, np.int32),
-            "item_no": pa.array(np.arange(1, count + 1, dtype=np.int32)),
+            "item_no": pa.array(np.arange(first + 1, first + count + 1, dtype=np.int32)),
             "key_hash": pa.array(key_hash),
             "phy_offset": pa.array(items["phy_offset"].astype(np.int64)),
             "time_diff": pa.array(time_diff),

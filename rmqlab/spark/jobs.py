@@ -358,14 +358,17 @@ def _to_cap_sql(src: str, group: list[str], order: list[str], more_file: str, mo
 def _cap_ctes(src: str) -> _Ctes:
     """``cap_f``: keep the first MAX_PER_KIND findings of each ``_cg`` group of ``src``; add
     verify's "... and N more" row at the group's first row's ``_mf``/``_mo``. One window for
-    every capped check (it runs over findings only, which are few)."""
+    every capped check (it runs over findings only, which are few), read once: the group's first
+    row yields both rows (two reads of the window were two copies of everything below it)."""
+    more = _fmt("... and %d more %s (not listed)", f"_n - {MAX_PER_KIND}", "_what")
+    row = ("named_struct('severity', severity, 'kind', kind, 'store', store, 'file', {}, 'offset', {}, "
+           "'message', {})")
     return [
         ("cap_r", f"SELECT *, row_number() OVER (PARTITION BY _cg ORDER BY _o1, _o2) AS _rn, "
                   f"count(1) OVER (PARTITION BY _cg) AS _n FROM {src}"),
-        ("cap_f", f"SELECT {_FINDINGS} FROM cap_r WHERE _rn <= {MAX_PER_KIND} UNION ALL "
-                  f"SELECT severity, kind, store, _mf, _mo, "
-                  f"{_fmt('... and %d more %s (not listed)', f'_n - {MAX_PER_KIND}', '_what')} "
-                  f"FROM cap_r WHERE _rn = 1 AND _n > {MAX_PER_KIND}"),
+        ("cap_f", f"SELECT inline(CASE WHEN _rn = 1 AND _n > {MAX_PER_KIND} THEN array(_f, _m) ELSE array(_f) END) "
+                  f"FROM (SELECT {row.format('file', '`offset`', 'message')} AS _f, "
+                  f"{row.format('_mf', '_mo', more)} AS _m, _rn, _n FROM cap_r WHERE _rn <= {MAX_PER_KIND})"),
     ]
 
 

@@ -21,11 +21,18 @@ as many threads, no store code (``x bare`` = the store's rate over it). The msyn
 depends on every other process's I/O on the same file system (one ext4 journal), so compare
 variants only within one session, alternating. For reference, the real RocketMQ 4.9.8 store on these machines:
 ~4.3 k msgs/s (1 thread) and ~14.8 k msgs/s (8 threads); abnormal recovery ~364 MB/s, normal ~1.8 GB/s.
+
+``--reput-rounds``: the reput thread's CPU per record in small one-by-one rounds (what a
+SYNC_FLUSH run pays per message): rounds of ``--round-records`` puts of the sync row's message
+(a key, a UNIQ_KEY, 4 queues) into a store without service threads, each followed by one
+``reput.run_once()``; thread CPU of the reput calls only, best of 5 runs of 1,500 rounds. Compare
+code versions alternating runs (``PYTHONPATH=<other tree>``).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import shutil
 import struct
@@ -34,6 +41,7 @@ import threading
 import time
 
 from rmqlab import Message, MessageStore, MessageStoreConfig
+from rmqlab.clock import ManualClock
 from rmqlab.codec.checkpoint import Checkpoint
 
 _TOTAL_MAGIC = struct.Struct(">ii")
@@ -248,6 +256,38 @@ def bench_sync_flush(args: argparse.Namespace) -> None:
               "(RocketMQ 4.9.8: ~4.3 k and ~14.8 k msgs/s)")
 
 
+def bench_reput_rounds(args: argparse.Namespace, rounds: int = 1500, runs: int = 5) -> None:
+    per = args.round_records
+    best = float("inf")
+    for _ in range(runs):
+        root = os.path.join(tempfile.mkdtemp(dir=args.dir, prefix="rmqlab-bench-"), "store")
+        config = MessageStoreConfig(store_path_root_dir=root, mapped_file_size_commit_log=256 << 20)
+        body = os.urandom(1024 - 200)
+        msgs = [Message("SyncTopic", body, tags="TagA", keys=[f"t{i}"], queue_id=i % 4) for i in range(per)]
+        store = MessageStore.open(root, config, clock=ManualClock(), threaded=False)
+        reput = store.reput
+        cpu = 0.0
+        n = 0
+        gc.disable()
+        try:
+            for _r in range(rounds):
+                for m in msgs:
+                    if not store.put_message(m).ok:
+                        raise RuntimeError("put failed")
+                store.clock.advance(1)  # type: ignore[attr-defined]
+                c0 = time.thread_time()
+                n += reput.run_once()
+                cpu += time.thread_time() - c0
+        finally:
+            gc.enable()
+            store.shutdown()
+            shutil.rmtree(os.path.dirname(root), ignore_errors=True)
+        if n != rounds * per:
+            raise RuntimeError(f"dispatched {n} of {rounds * per}")
+        best = min(best, cpu / n * 1e6)
+    print(f"reput, rounds of {per}: {best:.2f} us thread CPU per record (best of {runs} x {rounds} rounds)")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--mb", type=int, default=256, help="CommitLog bytes to write for the recovery bench")
@@ -258,7 +298,12 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=2, help="recovery runs per row (best is shown)")
     p.add_argument("--skip-recovery", action="store_true")
     p.add_argument("--skip-sync", action="store_true")
+    p.add_argument("--reput-rounds", action="store_true", help="only the reput small-round CPU row")
+    p.add_argument("--round-records", type=int, default=8, help="records per round for --reput-rounds")
     args = p.parse_args()
+    if args.reput_rounds:
+        bench_reput_rounds(args)
+        return
     if not args.skip_recovery:
         bench_recovery(args)
     if not args.skip_sync:

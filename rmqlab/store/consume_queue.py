@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -60,6 +61,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _UNIT = CQ_STORE_UNIT_SIZE
+_UNIT_STRUCT = struct.Struct(">qiq")  # one unit: commit log offset, size, tags code
 _TOPIC_DIR_MAX = 255
 LOWER = "LOWER"  # BoundaryType.LOWER: the first offset whose store time is >= the timestamp
 UPPER = "UPPER"  # BoundaryType.UPPER: the last offset whose store time is <= the timestamp
@@ -264,6 +266,24 @@ class ConsumeQueue:
         appended at the current end anyway and recorded in ``order_warnings``. False only when
         no file could be created or the append did not fit.
         """
+        # The common case first (a writable queue, its last file not full, the unit next in
+        # line): the same checks and the same 20 bytes, with fewer calls (reput pays this per
+        # message). Anything else takes the general code below.
+        end = offset + size
+        if end > self.max_physic_offset and not self.read_only:
+            files = self.mapped_file_queue.mapped_files
+            if files:
+                mf = files[-1]
+                pos = mf.wrote_position
+                if pos != mf.file_size and cq_offset * _UNIT == mf.file_from_offset + pos and (
+                    cq_offset == 0 or pos != 0 or not mf.first_create_in_queue
+                ):
+                    self.max_physic_offset = end
+                    return bool(mf.append_message(_UNIT_STRUCT.pack(offset, size, tags_code)))
+        return self._put_message_position_info_exact(offset, size, tags_code, cq_offset)
+
+    def _put_message_position_info_exact(self, offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
+        """``put_message_position_info`` without its fast path (every case)."""
         self._check_writable("append to")
         if offset + size <= self.max_physic_offset:
             self.duplicates_skipped += 1

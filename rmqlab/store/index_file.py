@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -262,6 +263,58 @@ class IndexFile:
         if bus is not None and bus.active:
             bus.publish(IndexPut(self.name, key, slot, count, slot_value, phy_offset))
         return True
+
+    def put_hashes(self, key_hashes: Sequence[int], phy_offset: int, store_timestamp: int) -> int:
+        """:meth:`put_key` for each of ``key_hashes`` (``index_key_hash`` values) in order, all for
+        the record at ``phy_offset``, until the file is full; returns how many were written.
+
+        Byte for byte what the same :meth:`put_key` calls leave, the header written once at the
+        end. Publishes no events (callers use ``put_key`` when the bus has subscribers). One call
+        per record on the reput path of small rounds.
+        """
+        count = self._index_count
+        index_num = self.index_num
+        if count >= index_num or not key_hashes:
+            return 0
+        if self.read_only:
+            raise ReadOnlyStore(f"{self._mapped.file_name}: index file opened read-only")
+        buf = self._buf
+        slots = self.hash_slot_num
+        item_pos = self._item_base + count * INDEX_SIZE
+        unpack_slot, pack_slot, pack_item = _INT.unpack_from, _INT.pack_into, _ITEM.pack_into
+        begin = self._begin_timestamp
+        used = self._hash_slot_count
+        start = count
+        for key_hash in key_hashes:
+            if count >= index_num:
+                break
+            slot_pos = INDEX_HEADER_SIZE + key_hash % slots * HASH_SLOT_SIZE
+            slot_value = unpack_slot(buf, slot_pos)[0]
+            if slot_value <= INVALID_INDEX or slot_value > count:
+                slot_value = INVALID_INDEX
+                used += 1
+            if begin <= 0:
+                time_diff = 0
+            else:
+                time_diff = (store_timestamp - begin) // 1000
+                if time_diff > _INT_MAX:
+                    time_diff = _INT_MAX
+                elif time_diff < 0:
+                    time_diff = 0
+            pack_item(buf, item_pos, key_hash, phy_offset, time_diff, slot_value)
+            pack_slot(buf, slot_pos, count)
+            if count <= 1:
+                self._begin_phy_offset = phy_offset
+                self._begin_timestamp = begin = store_timestamp
+            count += 1
+            item_pos += INDEX_SIZE
+        self._hash_slot_count = used
+        self._index_count = count
+        self._end_phy_offset = phy_offset
+        self._end_timestamp = store_timestamp
+        _HEADER.pack_into(buf, 0, self._begin_timestamp, store_timestamp, self._begin_phy_offset,
+                          phy_offset, used, count)
+        return count - start
 
     def put_items(self, key_hashes: np.ndarray, phy_offsets: np.ndarray, store_timestamps: np.ndarray) -> int:
         """Append up to ``index_num - index_count`` items at once; returns how many were written.

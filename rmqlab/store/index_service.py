@@ -27,6 +27,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, compress, repeat
+from operator import mul
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -56,6 +57,15 @@ _DESTROY_EXPIRED_INTERVAL_MS = 3000
 _DESTROY_ALL_INTERVAL_MS = 3000
 # Long.parseLong accepts an optional sign and ASCII digits only (Python's int() is laxer).
 _JAVA_LONG = re.compile(r"[+-]?[0-9]+\Z")
+# _build_one's hash caches: at most this many entries each, then cleared.
+_HASH_CACHE_MAX = 4096
+_MASK32 = 0xFFFFFFFF
+_MOD32 = 1 << 32
+_SIGN_BIT = 1 << 31
+_INT_MAX = (1 << 31) - 1
+# weights of a UNIQ_KEY's chars -12..-5 (the 8 time digits): 31**11 .. 31**4
+_MID_WEIGHTS = tuple(pow(31, _UNIQ_SUFFIX - 1 - i, _MOD32) for i in range(_UNIQ_SUFFIX - 4))
+_W_SUFFIX = pow(31, _UNIQ_SUFFIX, _MOD32)  # a prefix hash's weight before a 12-unit suffix
 
 
 @dataclass(frozen=True)
@@ -103,6 +113,12 @@ class IndexService:
         self._lock = threading.RLock()
         self.load_report: list[LoadReportEntry] = []
         self.index_file_error = False  # RunningFlags.makeIndexFileError after failed creation
+        # hash caches of _build_one (dispatch thread only): "topic#UNIQ_KEY prefix" -> its Java
+        # hash times 31**12 mod 2**32; topic -> KEYS string -> index hashes of its tokens
+        self._uniq_prefix_hash: dict[str, int] = {}
+        self._uniq_memo: tuple[str, int, str, int] = ("", -1, "", 0)
+        self._keys_hash: dict[str, dict[str, tuple[int, ...]]] = {}
+        self._keys_cached = 0
 
     # --- files ---------------------------------------------------------------------------------
     @property
@@ -222,6 +238,72 @@ class IndexService:
 
     def _build_one(self, offset: int, sys_flag: int, topic: str, ts: int, uniq: str | None,
                    keys: str | None) -> None:
+        """``build_index`` from the record's fields. The common case (the last file has room for
+        every item of the record, nobody listens to index events, the record is neither below
+        the file's end nor a rolled-back transaction) hashes the keys through bounded caches and
+        writes the record's items with one :meth:`IndexFile.put_hashes`; anything else, and any
+        record that might fill the file, takes :meth:`_build_one_exact`. Same bytes either way.
+        """
+        files = self._files
+        if files:
+            f = files[-1]
+            bus = f._bus
+            if (
+                offset >= f._end_phy_offset
+                and (sys_flag & _TX_MASK) != TRANSACTION_ROLLBACK_TYPE
+                and (bus is None or not bus.active)
+            ):
+                hashes: list[int] = []
+                if uniq is not None:
+                    n = len(uniq)
+                    if n > _UNIQ_SUFFIX and uniq.isascii():
+                        # h("topic#" + uniq) = h("topic#" + all but the last 4 chars) * 31**4 + h(last 4),
+                        # the first term kept from the last record (a producer's UNIQ_KEYs of the
+                        # same millisecond share all but the 4 counter digits), else built from
+                        # h("topic#" + all but the last 12) (bounded dict) and 8 more chars
+                        m_topic, m_len, m_prefix, scaled = self._uniq_memo
+                        if not (n == m_len and topic == m_topic and uniq.startswith(m_prefix)):
+                            cut = n - _UNIQ_SUFFIX
+                            prefix_key = f"{topic}#{uniq[:cut]}"
+                            cached = self._uniq_prefix_hash.get(prefix_key)
+                            if cached is None:
+                                if len(self._uniq_prefix_hash) >= _HASH_CACHE_MAX:
+                                    self._uniq_prefix_hash.clear()
+                                cached = (java_hash(prefix_key) * _W_SUFFIX) & _MASK32
+                                self._uniq_prefix_hash[prefix_key] = cached
+                            scaled = (cached + sum(map(mul, uniq[cut : n - 4].encode(), _MID_WEIGHTS))) & _MASK32
+                            self._uniq_memo = (topic, n, uniq[: n - 4], scaled)
+                        b = uniq[n - 4 :].encode()
+                        h = (scaled + b[0] * 29791 + b[1] * 961 + b[2] * 31 + b[3]) & _MASK32
+                        # index_hash_of(signed h): abs, and 0 for Integer.MIN_VALUE
+                        hashes.append(h if h < _SIGN_BIT else (_MOD32 - h) & _INT_MAX)
+                    else:
+                        cut = n - _UNIQ_SUFFIX if n > _UNIQ_SUFFIX else 0
+                        hashes.append(index_hash_of(java_hash_extend(java_hash(f"{topic}#{uniq[:cut]}"), uniq[cut:])))
+                if keys:
+                    per_topic = self._keys_hash.get(topic)
+                    if per_topic is None:
+                        per_topic = self._keys_hash[topic] = {}
+                    key_hashes = per_topic.get(keys)
+                    if key_hashes is None:
+                        if self._keys_cached >= _HASH_CACHE_MAX:
+                            self._keys_hash.clear()
+                            self._keys_cached = 0
+                            per_topic = self._keys_hash[topic] = {}
+                        topic_h = java_hash(f"{topic}#")
+                        key_hashes = per_topic[keys] = tuple(
+                            index_hash_of(java_hash_extend(topic_h, key)) for key in keys.split(KEY_SEPARATOR) if key
+                        )
+                        self._keys_cached += 1
+                    hashes.extend(key_hashes)
+                if f.index_num - f._index_count > len(hashes):  # room, and not full afterwards
+                    f.put_hashes(hashes, offset, ts)
+                    return
+        self._build_one_exact(offset, sys_flag, topic, ts, uniq, keys)
+
+    def _build_one_exact(self, offset: int, sys_flag: int, topic: str, ts: int, uniq: str | None,
+                         keys: str | None) -> None:
+        """The per-key path of ``build_index`` (rolls files, publishes index events)."""
         files = self._files
         if files and not files[-1].is_write_full():
             index_file: IndexFile | None = files[-1]  # the common case, without the lock

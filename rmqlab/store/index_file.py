@@ -78,6 +78,16 @@ class ChainStep:
     stop: str = ""
 
 
+
+def _time_diff(store_timestamp: int, begin_timestamp: int) -> int:
+    """An item's seconds since the file's begin timestamp, as ``IndexFile.putKey`` stores them:
+    0 while the file has no begin time; Java long division truncates toward zero and negatives
+    clamp to 0 either way; capped at Integer.MAX_VALUE."""
+    if begin_timestamp <= 0:
+        return 0
+    diff = (store_timestamp - begin_timestamp) // 1000
+    return _INT_MAX if diff > _INT_MAX else 0 if diff < 0 else diff
+
 class IndexFile:
     """One index file: ``put_key`` appends an item, ``select_phy_offset`` walks a chain.
 
@@ -234,18 +244,8 @@ class IndexFile:
         slot_value = _INT.unpack_from(buf, slot_pos)[0]
         if slot_value <= INVALID_INDEX or slot_value > count:
             slot_value = INVALID_INDEX
-        begin = self._begin_timestamp
-        if begin <= 0:
-            time_diff = 0
-        else:
-            # Java long division truncates toward zero; negatives clamp to 0 either way.
-            time_diff = (store_timestamp - begin) // 1000
-            if time_diff > _INT_MAX:
-                time_diff = _INT_MAX
-            elif time_diff < 0:
-                time_diff = 0
         _ITEM.pack_into(buf, self._item_base + count * INDEX_SIZE,
-                        key_hash, phy_offset, time_diff, slot_value)
+                        key_hash, phy_offset, _time_diff(store_timestamp, self._begin_timestamp), slot_value)
         _INT.pack_into(buf, slot_pos, count)
         if count <= 1:
             self._begin_phy_offset = phy_offset
@@ -283,6 +283,7 @@ class IndexFile:
         item_pos = self._item_base + count * INDEX_SIZE
         unpack_slot, pack_slot, pack_item = _INT.unpack_from, _INT.pack_into, _ITEM.pack_into
         begin = self._begin_timestamp
+        time_diff = _time_diff(store_timestamp, begin)  # one record: changes only with begin
         used = self._hash_slot_count
         start = count
         for key_hash in key_hashes:
@@ -293,19 +294,12 @@ class IndexFile:
             if slot_value <= INVALID_INDEX or slot_value > count:
                 slot_value = INVALID_INDEX
                 used += 1
-            if begin <= 0:
-                time_diff = 0
-            else:
-                time_diff = (store_timestamp - begin) // 1000
-                if time_diff > _INT_MAX:
-                    time_diff = _INT_MAX
-                elif time_diff < 0:
-                    time_diff = 0
             pack_item(buf, item_pos, key_hash, phy_offset, time_diff, slot_value)
             pack_slot(buf, slot_pos, count)
             if count <= 1:
                 self._begin_phy_offset = phy_offset
                 self._begin_timestamp = begin = store_timestamp
+                time_diff = _time_diff(store_timestamp, begin)
             count += 1
             item_pos += INDEX_SIZE
         self._hash_slot_count = used

@@ -18,7 +18,6 @@ import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,6 +31,8 @@ from rmqlab.codec.batch import MessageBatch, encode_message
 from rmqlab.events import Appended, EventRecorder, Rolled
 from rmqlab.store.message import Message
 from rmqlab.store.results import PutMessageResult, PutMessageStatus
+
+from .test_put_batch import _files, _result_key
 
 _START = 1_701_388_799_000  # a month boundary one clock advance away (UNIQ_KEY prefix)
 _MAX_BODY = 70_000  # over the 64 KiB file: some batches fit no file
@@ -58,19 +59,6 @@ def _twins(version: str, store_host: str) -> Iterator[tuple[MessageStore, Messag
         finally:
             for s in stores:
                 s.shutdown()
-
-
-def _result_key(r: PutMessageResult) -> tuple:
-    a = r.append_result
-    return (r.status, r.reason, None if a is None else (a.status, a.wrote_offset, a.wrote_bytes, a.msg_id,
-                                                        a.store_timestamp, a.logics_offset, a.msg_num))
-
-
-def _files(store: MessageStore, sub: str) -> dict[str, bytes]:
-    root = Path(store.config.store_path_root_dir) / sub
-    if not root.exists():
-        return {}
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def _run(fast: MessageStore, exact: MessageStore, ops: list[tuple[str, Any]]) -> list[PutMessageResult]:

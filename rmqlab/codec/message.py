@@ -43,10 +43,10 @@ from dataclasses import dataclass, fields, make_dataclass
 from functools import lru_cache
 from itertools import repeat
 from typing import Any
-from zlib import crc32 as _crc32
 
 from rmqlab.codec._frozen import fast_constructor
 from rmqlab.codec.crc import body_crc as _body_crc
+from rmqlab.codec.crc import crc32 as _crc32
 from rmqlab.codec.flags import (
     BLANK_MAGIC_CODE,
     BORNHOST_V6_FLAG,

@@ -15,7 +15,7 @@ columns instead of one :class:`~rmqlab.codec.message.MessageRecord` per record:
    walker's;
 4. per record in Python only what is variable: the topic (a cache, topics repeat), TAGS / KEYS /
    UNIQ_KEY (``bytes.rfind`` on the properties, or a full dict when ``with_properties``) and,
-   when asked, the body CRC (``zlib.crc32`` on a memoryview slice).
+   when asked, the body CRC (``codec.crc.crc32``, isal's, on a memoryview slice).
 
 Nothing of the buffer is kept: the columns are copies, so a mapped file can be closed after.
 """
@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import mmap
 import struct
-import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from rmqlab.codec.crc import crc32 as _crc32
 from rmqlab.codec.flags import (
     BORNHOST_V6_FLAG,
     KEY_SEPARATOR,
@@ -526,7 +526,7 @@ def _columns(out: RecordColumns, buf: Any, offs: np.ndarray, n: int, hop_stop: i
                 body = list(map(getitem, map(slice, bp, (body_pos[:n] + body_len[:n]).tolist())))
             if check_crc or with_crc:
                 stored = cols["body_crc"][:n].tolist()
-                crc32 = zlib.crc32
+                crc32 = _crc32
                 with memoryview(buf) as mv:
                     flat = mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv
                     good = [

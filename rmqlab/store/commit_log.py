@@ -18,7 +18,6 @@ import itertools
 import os
 import struct
 import threading
-import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import accumulate, chain, islice, repeat
 from operator import add, attrgetter, itemgetter
@@ -35,6 +34,7 @@ from rmqlab.codec.batch import (
     record_properties,
 )
 from rmqlab.codec.crc import body_crc
+from rmqlab.codec.crc import crc32 as _crc32  # isal's CRC-32 (zlib's when isal is missing)
 from rmqlab.codec.java_hash import java_hash
 from rmqlab.codec.message import (
     PHYSICAL_OFFSET_POSITION,
@@ -121,7 +121,6 @@ _PH_KEYS = "\x00\x00rmqlab-keys\x00\x00"
 _PH_UNIQ = "\x00\x00rmqlab-uniq\x00\x00"
 _MAX_SHAPES = 4096
 _WAIT = flags.PROPERTY_WAIT_STORE_MSG_OK
-_crc32 = zlib.crc32
 # The column batch paths (CommitLog._put_list, _put_wire). The header fields a list's messages
 # must share, in the order _put_list's comprehension reads them from every message.
 _L_SAME = attrgetter("topic", "queue_id", "tags", "delay_time_level", "wait_store_msg_ok", "born_host", "sys_flag",

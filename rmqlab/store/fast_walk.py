@@ -8,7 +8,7 @@ so every result and every stop reason stays the one the slow walk gives:
 
 * :class:`FastChecker` hops a batch of records by their TOTALSIZE (``struct``), gathers the
   fixed fields of all of them with numpy, recomputes each length (``calMsgLength``) and checks
-  the body CRC with ``zlib.crc32`` over a memoryview slice (C speed). A record is *certified*
+  the body CRC with ``codec.crc.crc32`` (isal's) over a memoryview slice (C speed). A record is *certified*
   only when the slow check is bound to accept it with the same size and rmqlab's extra checks
   (``recovery._rmqlab_checks``) are bound to pass silently: V1 magic (V2 too on 5.x), lengths
   non-negative and adding up to TOTALSIZE inside the buffer, PHYSICALOFFSET equal to its
@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import itertools
 import struct
-import zlib
 from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from rmqlab.codec.crc import crc32 as _crc32
 from rmqlab.codec.flags import (
     BORNHOST_V6_FLAG,
     MESSAGE_MAGIC_CODE_V1,
@@ -195,7 +195,7 @@ class FastChecker:
         bad = np.flatnonzero(~ok[i:])
         j = i + int(bad[0]) if len(bad) else n
         if self.check_crc and j > i:
-            crc32 = zlib.crc32
+            crc32 = _crc32
             bs, be, crcs = self._bs, self._be, self._crc
             k = i
             while k < j:

@@ -237,7 +237,7 @@ def _walk(files: Sequence[CommitLogFileView], index: int, plan: RecoveryPlan, co
     """The record walk shared by both modes: stops at the first record that fails a check.
 
     With ``fast`` (the default) a :class:`~rmqlab.store.fast_walk.FastChecker` certifies runs of
-    records in bulk (numpy field checks, ``zlib.crc32`` over the body); every record it does not
+    records in bulk (numpy field checks, ``codec.crc.crc32`` (isal's) over the body); every record it does not
     certify -- blanks, the end of the data, damage, anything that produces a note -- goes through
     ``check_message_and_return_size`` and ``_rmqlab_checks`` exactly as with ``fast=False``, so
     the plan (counters, offsets, steps, notes, stop reason) is the same either way

@@ -26,6 +26,7 @@ __all__ = [
     "FileLock",
     "address_of",
     "fsync_dir",
+    "madvise_populate_write",
     "madvise_willneed",
     "msync_range",
     "sparse_create",
@@ -87,9 +88,10 @@ def _load_libc() -> Any:
                     fn = getattr(_libc, name)
                     fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
                     fn.restype = ctypes.c_int
-                fn = _libc.msync
-                fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-                fn.restype = ctypes.c_int
+                for name in ("msync", "madvise"):
+                    fn = getattr(_libc, name)
+                    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+                    fn.restype = ctypes.c_int
             except (OSError, AttributeError):
                 _libc = False
         return _libc
@@ -176,6 +178,36 @@ def madvise_willneed(mm: mmap.mmap) -> bool:
     except (OSError, ValueError):
         return False
     return True
+
+
+# MADV_POPULATE_WRITE (Linux >= 5.14; Python's mmap module exports it only from 3.13 on).
+_MADV_POPULATE_WRITE = 23 if sys.platform.startswith("linux") else 0
+_madvise: Any = None  # libc's madvise once loaded (False: unavailable)
+
+
+def madvise_populate_write(addr: int, length: int) -> bool:
+    """Pre-fault ``[addr, addr + length)`` of a mapping writable (``MADV_POPULATE_WRITE``).
+
+    Does what a first write to each page would do -- allocate the page-cache page, map it
+    writable (for a shared file mapping: the file system's ``page_mkwrite``) -- without writing
+    a byte, so the page keeps what the file holds (zeros past the data). ``addr`` must be page
+    aligned. The call goes through libc, so the GIL is released while the kernel works (~1 us
+    per 4 KiB page) and another thread can do it while producers run. False (never an error)
+    where unsupported -- not Linux, no libc, a kernel older than 5.14 (``EINVAL``) -- or refused
+    (a range not mapped, a full disk): callers then stop trying. True for ``length <= 0``.
+    """
+    global _madvise
+    if length <= 0:
+        return True  # nothing to do
+    if not addr:
+        return False
+    madvise = _madvise
+    if madvise is None:
+        libc = _load_libc() if _MADV_POPULATE_WRITE else None
+        madvise = _madvise = libc.madvise if libc else False
+    if not madvise:
+        return False
+    return int(madvise(addr, length, _MADV_POPULATE_WRITE)) == 0
 
 
 # --------------------------------------------------------------------------------------------

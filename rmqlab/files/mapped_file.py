@@ -18,6 +18,13 @@ Thread-safety (as in RocketMQ): one writer thread appends; one flush (and one co
 ``flush``/``commit``; any number of readers call ``select_mapped_buffer``. Pointers are plain ints
 (a read sees the old or the new value, never a torn one). ``hold``/``release`` are locked.
 
+Pre-faulting (:meth:`MappedFile.prefault`): the first write to each page of a fresh mapping takes
+a page fault (~0.3-0.45 us per 1 KiB record measured, a quarter of a put). ``prefault`` lets a
+service thread fault the pages just ahead of the writer beforehand with
+``madvise(MADV_POPULATE_WRITE)`` -- without the GIL, so on another core. The pages stay zeros
+(no file byte changes) and ``flush`` still forces only ``[flushed, read position)``, so the
+pre-faulted pages past the writer are never forced by a flush.
+
 Reference counting (``ReferenceResource``): the file starts with one reference, its own.
 ``select_mapped_buffer`` takes another, released by the result. ``destroy`` first marks the file
 unavailable and drops the file's own reference; the mapping is closed when the count reaches 0
@@ -42,7 +49,14 @@ from rmqlab.clock import SystemClock
 from rmqlab.config import SYNC_FLUSH
 from rmqlab.errors import MappedFileError, ReadOnlyStore
 from rmqlab.events import EventBus, FileCreated, FileWarmed
-from rmqlab.files.fs import address_of, madvise_willneed, msync_range, sparse_create, try_mlock
+from rmqlab.files.fs import (
+    address_of,
+    madvise_populate_write,
+    madvise_willneed,
+    msync_range,
+    sparse_create,
+    try_mlock,
+)
 
 if TYPE_CHECKING:
     from rmqlab.files.transient_store_pool import TransientStorePool
@@ -133,6 +147,7 @@ class MappedFile:
         "_lock",
         "_mm",
         "_pool",
+        "_prefaulted",
         "_ref_count",
         "_target",
         "_write_buffer",
@@ -203,6 +218,7 @@ class MappedFile:
         self._target = self._write_buffer if self._write_buffer is not None else self.buffer
         start = self.mapped_length if read_only else 0
         self.wrote_position = self.committed_position = self.flushed_position = start
+        self._prefaulted = 0  # pages below it were pre-faulted (see prefault)
         with MappedFile._counter_lock:
             MappedFile._total_mapped_files += 1
             MappedFile._total_mapped_virtual_memory += self.mapped_length
@@ -320,6 +336,44 @@ class MappedFile:
                 raise ReadOnlyStore(f"{self.file_name}: mapped read-only")
             raise MappedFileError(self.file_name, f"cannot advance {n} bytes past the file end")
         self.wrote_position = end
+
+    # ---------------------------------------------------------------------------------------
+    # pre-faulting (a service thread, ahead of the writer)
+
+    @property
+    def prefaulted_position(self) -> int:
+        """Pages below this position were pre-faulted by :meth:`prefault` (0: none yet)."""
+        return self._prefaulted
+
+    def prefault(self, upto: int) -> int:
+        """Pre-fault writable the pages from the last mark (at first the wrote position rounded
+        down to a page) up to ``upto`` rounded down to a page (the file's end if ``upto`` reaches
+        it), so the writer's first touch of them costs no page fault; returns the bytes
+        pre-faulted (0: nothing to do or not applicable), or -1 when the kernel does not support
+        or refused ``MADV_POPULATE_WRITE`` (callers stop trying).
+
+        Only for a writable file whose appends go to the mapping: a no-op for a read-only file,
+        while a TransientStorePool buffer is the write target, and once the file is shut down or
+        destroyed (a reference is held during the call, so the mapping cannot go away under it).
+        Meant for one service thread while the put thread appends: it only faults pages at or
+        after the writer's page, and a page faulted writable keeps its bytes (zeros there), so
+        no file byte changes; nothing is forced (the kernel may write the zero pages back later).
+        """
+        if self.read_only or self._write_buffer is not None or not self._addr:
+            return 0
+        end = self.file_size if upto >= self.file_size else upto - upto % _PAGE  # page aligned
+        wrote = self.wrote_position
+        start = max(self._prefaulted, wrote - wrote % _PAGE)
+        if end <= start or not self.hold():
+            return 0
+        try:
+            if self._mm is None or not madvise_populate_write(self._addr + start, end - start):
+                return -1 if self._mm is not None else 0
+        finally:
+            self.release()
+        if end > self._prefaulted:
+            self._prefaulted = end
+        return end - start
 
     # ---------------------------------------------------------------------------------------
     # commit / flush (spec §7.2)

@@ -4,6 +4,10 @@ It walks the CommitLog from ``reput_from_offset`` (spec §6.6): every valid reco
 ``DispatchRequest`` handed to each ``CommitLogDispatcher`` (build consume queue, build index),
 a blank record jumps to the next file, a damaged record with a known size is skipped, anything
 else stops the round. Listeners are told about arriving messages so long-polling readers wake.
+
+Each round also calls ``CommitLog.prefault_ahead``: the reput thread (every ~1 ms in a threaded
+store; each ``store.step()`` in a stepped one) pre-faults the CommitLog pages just ahead of the
+writer, so the put thread does not take the page faults of a fresh mapping (see commit_log).
 """
 
 from __future__ import annotations
@@ -264,9 +268,12 @@ class ReputMessageService:
             d.dispatch(req)
 
     def run_once(self) -> int:
-        """Dispatch everything available now; returns the number of records dispatched."""
+        """Dispatch everything available now; returns the number of records dispatched. Then
+        pre-fault the CommitLog ahead of its writer (``CommitLog.prefault_ahead``; one
+        comparison when the pre-faulted pages are still ahead)."""
         with self.lock:
             count = self._reput()
+        self.commit_log.prefault_ahead()
         if count:
             with self.arrived:
                 self.arrived.notify_all()

@@ -28,7 +28,7 @@ import os
 import struct
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from itertools import accumulate, chain, islice, repeat
+from itertools import accumulate, islice, repeat
 from operator import add, attrgetter, itemgetter
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -100,6 +100,51 @@ _new_put_result = fast_constructor(PutMessageResult)
 #: (a properties dict here kept every hint tracked: ~2 us of GC per put). Reput decodes the bytes
 #: only when it needs the DispatchRequest's properties.
 DispatchHint = tuple[int, int, int, int, tuple]
+#: Runs (``CommitLog.dispatch_runs``) held at once; a run is one column batch (up to a few
+#: hundred records), so this bounds the records about as ``_MAX_DISPATCH_HINTS`` does
+_MAX_DISPATCH_RUNS = _MAX_DISPATCH_HINTS // 32
+
+
+class HintRun:
+    """The dispatch hints of one column batch (``_write_columns``) as one object: record ``i``'s
+    hint is :meth:`hint` ``(i)``, the same tuple a per-record hint would be. Kept in
+    ``CommitLog.dispatch_runs`` under the offset of its first record not yet dispatched
+    (``start``): reput consumes a prefix and puts the rest back under its next offset (only
+    reput, under its lock, moves ``start``; the writer never touches a run once stored).
+    ``offsets`` has ``len + 1`` entries (the last is the run's end); ``tags``, ``keys``,
+    ``uniqs`` and ``props`` are per record (record ``i``'s properties: ``props[i] + suffix``);
+    the queue offsets are ``q0 + i``; the topic, queue, store timestamp (and its position) and
+    sys flag are the batch's."""
+
+    __slots__ = ("keys", "now", "offsets", "props", "q0", "queue_id", "sizes", "start", "suffix", "sys_flag", "tags",
+                 "topic", "ts_pos", "uniqs")  # fmt: skip
+
+    def __init__(self, offsets: list[int], sizes: list[int], q0: int, now: int, ts_pos: int, topic: str,
+                 queue_id: int, sys_flag: int, tags: Sequence[int], keys: Sequence[str | None],
+                 uniqs: Sequence[str | None], props: Sequence[bytes], suffix: bytes = b"") -> None:  # fmt: skip
+        self.offsets = offsets
+        self.sizes = sizes
+        self.q0 = q0
+        self.now = now
+        self.ts_pos = ts_pos
+        self.topic = topic
+        self.queue_id = queue_id
+        self.sys_flag = sys_flag
+        self.tags = tags
+        self.keys = keys
+        self.uniqs = uniqs
+        self.props = props
+        self.suffix = suffix
+        self.start = 0
+
+    def __len__(self) -> int:
+        return len(self.sizes)
+
+    def hint(self, i: int) -> DispatchHint:
+        """Record ``i``'s hint, as a per-record hint of the same record would be."""
+        return (self.sizes[i], self.q0 + i, self.now, self.ts_pos,
+                (self.topic, self.queue_id, self.tags[i], self.keys[i], self.uniqs[i], self.sys_flag, 0,
+                 self.props[i] + self.suffix))  # fmt: skip
 
 
 class EncodedRecord:
@@ -139,6 +184,29 @@ _L_SAME = attrgetter("topic", "queue_id", "tags", "delay_time_level", "wait_stor
 _LAST_BYTE = itemgetter(slice(-1, None))
 _CRC_MASK = 0x7FFFFFFF.__and__
 _U16 = 0xFFFF.__and__
+
+
+class _Packers(dict):
+    """``struct.Struct(f">{n}{code}")`` per ``n`` (a batch size): one dict lookup per batch
+    instead of formatting the format and finding it in struct's cache; bounded."""
+
+    __slots__ = ("code",)
+
+    def __init__(self, code: str) -> None:
+        super().__init__()
+        self.code = code
+
+    def __missing__(self, n: int) -> struct.Struct:
+        if len(self) >= 256:
+            self.clear()
+        got = self[n] = struct.Struct(f">{n}{self.code}")
+        return got
+
+
+_U16_PACK = _Packers("H")
+_OFFSETS_PACK = _Packers("q")
+
+
 _SEP = "\x00"  # between the records' properties in the list path's one string (never in a checked value)
 _SEP_B = b"\x00"
 _KEYS_KINDS = ({list}, {tuple}, {list, tuple})
@@ -227,8 +295,8 @@ class _Shape:
 
 class _LengthSuffixed(dict):
     """``prefix + length`` bytes (``width``-byte big-endian length) per length: the column paths
-    map their lengths through one (a topic's ``TOPICLENGTH + TOPIC + PROPERTIESLENGTH``; a
-    batch's head from SYSFLAG to PREPAREDTRANSACTIONOFFSET + BODYLENGTH), few distinct each."""
+    map their lengths through one (a topic's ``TOPICLENGTH + TOPIC + PROPERTIESLENGTH``), few
+    distinct each."""
 
     __slots__ = ("prefix", "width")
 
@@ -244,7 +312,15 @@ class _LengthSuffixed(dict):
         return got
 
 
-_HEAD_START = struct.Struct(">iiiiiqq")  # TOTALSIZE .. PHYSICALOFFSET
+_HEAD_START = ">iiiiiqq"  # TOTALSIZE .. PHYSICALOFFSET
+
+
+@functools.lru_cache(maxsize=8)
+def _head_whole(middle_len: int) -> struct.Struct:
+    """The whole head of a column batch record in one pack: TOTALSIZE .. PHYSICALOFFSET, the
+    batch's SYSFLAG .. PREPAREDTRANSACTIONOFFSET bytes (``middle_len`` of them, packed once per
+    batch by :func:`_head_middle`) and BODYLENGTH."""
+    return struct.Struct(f"{_HEAD_START}{middle_len}si")
 
 
 @functools.lru_cache(maxsize=8)
@@ -321,7 +397,7 @@ class CommitLog:
         self._tail_prefixes: dict[bytes, _LengthSuffixed] = {}
         self._tag_codes: dict[str | None, int] = {None: 0, "": 0}
         self._column_heads: dict[tuple, tuple | None] = {}  # (born host, sys flag) -> _born_head(...)
-        self._last_middle: tuple = ((), None)  # (key, _LengthSuffixed) of the last column batch's head middle
+        self._last_middle: tuple = ((), None)  # (key, (_head_whole, middle bytes)) of the last column batch
         self._v5_producer = config.rocketmq_version != "4.9.8"
         self.fast_path = True  # False: every put takes the exact reference path (tests compare both)
         self._max_message_size = config.max_message_size  # the config is frozen: read once
@@ -343,9 +419,22 @@ class CommitLog:
         # exactly that offset and the stored header agrees, and parses the record otherwise.
         # Bounded: cleared when full (a lagging or restarted reput falls back to parsing).
         self.dispatch_hints: dict[int, DispatchHint] = {}
+        # {commit log offset: HintRun}: the column batch paths' hints, one entry per batch under
+        # the offset of its first record not yet dispatched; same rules, bounded by
+        # _MAX_DISPATCH_RUNS (see pending_hints for both as per-record hints)
+        self.dispatch_runs: dict[int, HintRun] = {}
         # prefault_ahead's switch: writes go to the mapping (no pool) of a writable log; off for
         # good once the kernel refuses MADV_POPULATE_WRITE
         self.prefault_enabled = not read_only and transient_store_pool is None
+
+    def pending_hints(self) -> dict[int, DispatchHint]:
+        """Every hint not yet consumed as per-record hints ``{offset: DispatchHint}``: those of
+        ``dispatch_hints`` and each run's records from its ``start`` (for checks and tests)."""
+        out = dict(self.dispatch_hints)
+        for run in list(self.dispatch_runs.values()):
+            for i in range(run.start, len(run)):
+                out[run.offsets[i]] = run.hint(i)
+        return out
 
     # ------------------------------------------------------------------ lifecycle
     def load(self) -> bool:
@@ -779,8 +868,8 @@ class CommitLog:
 
     # ------------------------------------------------------------------ column batch paths
     # put_messages of a uniform list or of a MessageBatch, column by column: every per-message
-    # step is a C loop (map/zip over attrgetters, crc32, bytes.__add__, struct.pack, one join,
-    # one copy, dict.update for the hints); the rows paths below stay the reference and take
+    # step is a C loop (map/zip over attrgetters, crc32, struct.pack, slice assignments, one
+    # join, one copy; one HintRun for the hints); the rows paths below stay the reference and take
     # anything else. Records, results, hints, UNIQ_KEY draws and refusals are theirs.
 
     def _put_list(self, msgs: Sequence[Message]) -> PutMessageResult | None:
@@ -796,9 +885,11 @@ class CommitLog:
         same = _L_SAME(first)
         topic, queue_id, tags, delay, wait, host, sys_flag, reconsume, user_props, uniq = same
         if (user_props or uniq or topic == flags.SCHEDULE_TOPIC or queue_id < 0 or sys_flag & _TX_MASK
-                # a comprehension's slot reads beat attrgetter's (CPython 3.11 specialises them)
-                or [(m.topic, m.queue_id, m.tags, m.delay_time_level, m.wait_store_msg_ok, m.born_host, m.sys_flag,
-                     m.reconsume_times, m.properties, m.uniq_key) for m in msgs].count(same) != n):  # fmt: skip
+                # a comprehension's slot reads beat attrgetter's (CPython 3.11 specialises them); the
+                # tuples are compared as made (freed at once, not kept in a list to count)
+                or [m for m in msgs if (m.topic, m.queue_id, m.tags, m.delay_time_level, m.wait_store_msg_ok,
+                                        m.born_host, m.sys_flag, m.reconsume_times, m.properties,
+                                        m.uniq_key) != same]):  # fmt: skip
             return None
         if topic not in self._valid_topics and not self._valid_topic(topic):
             return None
@@ -810,6 +901,7 @@ class CommitLog:
         kinds = set(map(type, keyss))
         if kinds == {str}:
             kss = keyss
+            mark = "\x01".join(kss)
         elif kinds in _KEYS_KINDS:
             try:
                 kss = list(map(" ".join, keyss))
@@ -820,9 +912,12 @@ class CommitLog:
                 return None
         else:
             return None
-        every = "".join(kss)
         has_keys = bool(kss[0])
-        if "\x01" in every or "\x02" in every or _SEP in every or (has_keys and "" in kss) or (not has_keys and every):
+        # on the one string: no key string holds 0x01 (n - 1 of them: the joins), 0x02 or the
+        # separator; with keys, none is empty (no doubled or trailing 0x01); without, all are
+        if (mark.count("\x01") != n - 1 or "\x02" in mark or _SEP in mark
+                or (has_keys and ("\x01\x01" in mark or mark[-1:] == "\x01"))
+                or (not has_keys and len(mark) != n - 1)):  # fmt: skip
             return None
         try:
             cell = self._list_cells.get((tags, delay, wait, not has_keys), False)
@@ -847,7 +942,7 @@ class CommitLog:
         if p[0] != now:
             p = self._uniq_prefix = (now, self._uniq.time_prefix(now, self._tz))
         # f"{prefix}{counter & 0xFFFF:04X}" each: the 16-bit values as one hex string, split
-        hexes = struct.pack(f">{n}H", *map(_U16, islice(self._uniq_counter, n))).hex(",", 2).upper()
+        hexes = _U16_PACK[n].pack(*map(_U16, islice(self._uniq_counter, n))).hex(",", 2).upper()
         uniqs = f"{p[1]}{hexes.replace(',', ',' + p[1])}".split(",")
         if len(uniqs) != n:  # a "," in the prefix (never in the generator's hex)
             uniqs = [p[1] + h for h in hexes.split(",")]
@@ -857,8 +952,12 @@ class CommitLog:
             extra += len(own.encode()) - len(_PH_UNIQ)
             if u_val == _PH_UNIQ:
                 u_val = own
-        ab = zip(kss, uniqs, strict=False) if keys_first else zip(uniqs, kss, strict=False)
-        props = f"{seg0}{(seg2 + _SEP + seg0).join(map(seg1.join, ab))}{seg2}".encode().split(_SEP_B)
+        # seg0 a seg1 b seg2 SEP per message in one string, the pieces interleaved by slice
+        # assignment (C loops; ~25 ns/message less than a join of seg1.join per message)
+        parts = ["", seg1, "", seg2 + _SEP + seg0] * n
+        parts[0::4], parts[2::4] = (kss, uniqs) if keys_first else (uniqs, kss)
+        parts[-1] = seg2
+        props = (seg0 + "".join(parts)).encode().split(_SEP_B)
         plens = list(map(len, props))
         head = born_head[5]
         _version, magic, topic_tail = topic_field(topic, self._version)
@@ -873,13 +972,12 @@ class CommitLog:
                 borns = now if born is None else born
             elif None in borns:  # type: ignore[operator]
                 borns = [now if b is None else b for b in borns]  # type: ignore[union-attr]
-            tails = list(map(self._tail_prefix(topic_tail).__getitem__, plens))
+            tails = map(self._tail_prefix(topic_tail).__getitem__, plens)
             result = self._write_columns(
                 topic, queue_id, magic, head, born_head, reconsume, totals, list(map(_CRC_MASK, map(_crc32, bodies))),
                 [m.flag for m in msgs], borns, blens, bodies, tails, props,
-                zip(repeat(topic), repeat(queue_id), repeat(tags_code),
-                    repeat(k_val) if k_in else kss if has_keys else repeat(None),
-                    repeat(u_val) if u_in else uniqs, repeat(born_head[4]), repeat(0), props),
+                [tags_code] * n, [k_val] * n if k_in else kss if has_keys else [None] * n,
+                [u_val] * n if u_in else uniqs,
             )  # fmt: skip
         if result is None:  # refused, or a write only _put can do: the template rows, same draws
             rows = self._list_rows_encode(topic, queue_id, list(zip(msgs, kss, uniqs, repeat(
@@ -966,13 +1064,13 @@ class CommitLog:
         inners = list(map(data.__getitem__, batch.properties_slices))
         lasts = b"".join(map(_LAST_BYTE, inners))  # each inner string's last byte
         seps = lasts.count(2) if len(lasts) == n else -1
-        if seps == 0:
-            props = list(map(bytes.__add__, inners, repeat(b"\x02" + batch_props)))
-        elif seps == n:
-            props = list(map(bytes.__add__, inners, repeat(batch_props)))
+        # each record's properties: its inner string + the suffix (joined as two pieces, no copy)
+        if seps == 0 or seps == n:
+            props, suffix = inners, batch_props if seps else b"\x02" + batch_props
+            plens = list(map(len(suffix).__add__, map(len, inners)))
         else:
-            props = [record_properties(inner, batch_props) for inner in inners]
-        plens = list(map(len, props))
+            props, suffix = [record_properties(inner, batch_props) for inner in inners], b""
+            plens = list(map(len, props))
         try:
             born_head = self._column_heads.get((batch.born_host, batch.sys_flag), False)
         except TypeError:
@@ -990,7 +1088,7 @@ class CommitLog:
             return None
         tags_col, keys_col, uniq_col = zip(*batch.parsed, strict=False)
         if t_in:
-            codes: Iterable[int] = repeat(java_hash(t_val) if t_val else 0)
+            codes: Sequence[int] = [java_hash(t_val) if t_val else 0] * n
         else:
             known = self._tag_codes  # shared by producer threads: read with get, grown up to a bound
             local = {}
@@ -1001,16 +1099,15 @@ class CommitLog:
                     if len(known) < _MAX_SHAPES:
                         known[t] = code
                 local[t] = code
-            codes = map(local.__getitem__, tags_col)
+            codes = list(map(local.__getitem__, tags_col))
         bodies = list(map(memoryview(data).__getitem__, batch.body_slices))  # views: no copy before the join
         now = self.clock.now_ms()
         born = now if batch.born_timestamp is None else batch.born_timestamp
         return self._write_columns(
             topic, queue_id, magic, head, born_head, batch.reconsume_times, totals,
             list(map(_CRC_MASK, map(_crc32, bodies))), flag_col, born, blens, bodies,
-            list(map(self._tail_prefix(topic_tail).__getitem__, plens)), props,
-            zip(repeat(topic), repeat(queue_id), codes, repeat(k_val) if k_in else keys_col,
-                repeat(u_val) if u_in else uniq_col, repeat(born_head[4]), repeat(0), props),
+            map(self._tail_prefix(topic_tail).__getitem__, plens), props,
+            codes, [k_val] * n if k_in else keys_col, [u_val] * n if u_in else uniq_col, suffix,
         )  # fmt: skip
 
     def _wire_batch_string(self, own: Mapping[str, str]) -> tuple | None:
@@ -1049,13 +1146,15 @@ class CommitLog:
     def _write_columns(
         self, topic: str, queue_id: int, magic: int, head: struct.Struct, born_head: tuple, reconsume: int,
         totals: list[int], crcs: list[int], flag_col: Iterable[int], borns: int | list[int], blens: list[int],
-        bodies: Sequence[Any], tails: list[bytes], props: list[bytes], dispatches: Iterable[tuple],
+        bodies: Sequence[Any], tails: Iterable[bytes], props: list[bytes], tags: Sequence[int],
+        keys: Sequence[str | None], uniqs: Sequence[str | None], suffix: bytes = b"",
     ) -> PutMessageResult | None:  # fmt: skip
         """:meth:`_write_rows` by columns: under the put lock one file check, the heads packed by
         ``map`` (queue offsets a range, physical offsets a running sum; with one born time
-        ``borns``, only TOTALSIZE..PHYSICALOFFSET per record, the rest of the head packed once
-        per batch and suffixed with each BODYLENGTH), the records joined and copied at once,
-        the hints added by one ``dict.update``; one result, its msgIds from one hex of the
+        ``borns``, SYSFLAG..PREPAREDTRANSACTIONOFFSET packed once per batch and passed whole
+        to each record's pack), the records joined and copied at once,
+        the hints stored as one :class:`HintRun` (columns ``tags``, ``keys``, ``uniqs``, ``props``;
+        each record's properties are ``props[i] + suffix``); one result, its msgIds from one hex of the
         offsets. None (nothing written) when only :meth:`_put` can go on."""
         n = len(totals)
         total_all = sum(totals)
@@ -1077,32 +1176,39 @@ class CommitLog:
                 key = (sf, borns, born_ip, born_port, now, reconsume)
                 last = self._last_middle
                 if last[0] == key:
-                    middle = last[1]
+                    whole, middle = last[1]
                 else:
-                    middle = _LengthSuffixed(_head_middle(len(born_ip), len(store_ip)).pack(  # type: ignore[arg-type]
-                        sf, borns, born_ip, born_port, now, store_ip, store_port, reconsume, 0), 4)  # fmt: skip
-                    self._last_middle = (key, middle)
-                starts = map(_HEAD_START.pack, totals, repeat(magic), crcs, repeat(queue_id), flag_col, qs, offsets)
-                pieces = zip(starts, map(middle.__getitem__, blens), bodies, tails, props, strict=False)
+                    middle = _head_middle(len(born_ip), len(store_ip)).pack(  # type: ignore[arg-type]
+                        sf, borns, born_ip, born_port, now, store_ip, store_port, reconsume, 0)  # fmt: skip
+                    whole = _head_whole(len(middle))
+                    self._last_middle = (key, (whole, middle))
+                heads = map(whole.pack, totals, repeat(magic), crcs, repeat(queue_id), flag_col, qs, offsets,
+                            repeat(middle), blens)  # fmt: skip
             else:
                 heads = map(head.pack, totals, repeat(magic), crcs, repeat(queue_id), flag_col, qs, offsets,
                             repeat(sf), borns, repeat(born_ip), repeat(born_port), repeat(now), repeat(store_ip),
                             repeat(store_port), repeat(reconsume), repeat(0), blens)  # fmt: skip
-                pieces = zip(heads, bodies, tails, props, strict=False)
-            mf.write_target[pos : pos + total_all] = b"".join(chain.from_iterable(pieces))
-            hints = self.dispatch_hints
-            if len(hints) >= _MAX_DISPATCH_HINTS:
-                hints.clear()
-            hints.update(zip(offsets, zip(totals, qs, repeat(now), repeat(68 if sf & flags.BORNHOST_V6_FLAG else 56),
-                                          dispatches), strict=False))  # fmt: skip
+            # the pieces interleaved by slice assignment (C loops; ~35 ns/record less than
+            # chain.from_iterable(zip(...))); with a suffix its slots are filled from the start
+            k = 5 if suffix else 4
+            parts = [suffix] * (k * n)
+            parts[0::k] = heads
+            parts[1::k] = bodies
+            parts[2::k] = tails
+            parts[3::k] = props
+            mf.write_target[pos : pos + total_all] = b"".join(parts)
+            runs = self.dispatch_runs
+            if len(runs) >= _MAX_DISPATCH_RUNS:
+                runs.clear()
+            runs[wrote] = HintRun(offsets, totals, q0, now, 68 if sf & flags.BORNHOST_V6_FLAG else 56, topic, queue_id,
+                                  sf, tags, keys, uniqs, props, suffix)  # fmt: skip
             table[qkey] = q0 + n
             mf.wrote_position = pos + total_all
             mf.store_timestamp = now
             if self.bus.active:
                 self.bus.publish(Appended("commitlog", mf.name, wrote, total_all, pos + total_all))
         prefix = self._msg_id_prefix
-        del offsets[n]
-        ids = struct.pack(f">{n}q", *offsets).hex(",", 8).upper().replace(",", "," + prefix)
+        ids = _OFFSETS_PACK[n].pack(*offsets[:n]).hex(",", 8).upper().replace(",", "," + prefix)
         result = put_ok(wrote, total_all, prefix + ids, now, q0, n)
         if self.on_put is not None:
             self.on_put(result.append_result)  # type: ignore[arg-type]

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import struct
 import threading
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from itertools import repeat
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -282,6 +284,14 @@ class ReputMessageService:
     def _small_round(self) -> bool:
         """Too few records behind for a batch to pay off (see ``SMALL_ROUND_RECORDS``)."""
         hints = self.commit_log.dispatch_hints
+        runs = self.commit_log.dispatch_runs
+        if runs:
+            n = len(hints) + len(runs)
+            if n >= SMALL_ROUND_RECORDS:
+                return False
+            for run in list(runs.values()):  # a copy: the writer may add runs meanwhile
+                n += len(run.sizes) - run.start - 1
+            return n < SMALL_ROUND_RECORDS
         if hints:
             return len(hints) < SMALL_ROUND_RECORDS
         return self.commit_log.get_max_offset() - self.reput_from_offset < SMALL_ROUND_BYTES
@@ -541,6 +551,7 @@ class ReputMessageService:
         end = cl.get_max_offset()
         check = check_message_and_return_size
         hints = cl.dispatch_hints
+        runs = cl.dispatch_runs
         v5 = self.version != "4.9.8"
         while self.reput_from_offset < end:
             sel = cl.get_data(self.reput_from_offset)
@@ -555,6 +566,12 @@ class ReputMessageService:
                 # unless a listener wants the exact DispatchRequest (then they are parsed)
                 fc = None if self.listeners else FastChecker(v5, False, keep_positions=True, batch=BATCH_RECORDS)
                 while pos < limit:
+                    if runs and self.reput_from_offset in runs:  # column batches: their own DispatchBatch
+                        got = self._run_round(buf, base, limit, v5)
+                        count += got
+                        pos = self.reput_from_offset - base
+                        if got:
+                            continue
                     # gather: hinted runs (checked against the headers in bulk) and parsed records
                     offsets: list[int] = []
                     rows: list[DispatchHint] = []
@@ -587,11 +604,12 @@ class ReputMessageService:
                                 del offsets[bad:], rows[bad:], starts[bad:]
                             else:
                                 continue
-                        if pos >= limit or len(rows) >= BATCH_RECORDS:
+                        if pos >= limit or len(rows) >= BATCH_RECORDS or (rows and runs and off in runs):
                             break
                         # a run without hints (not a lone record between hinted ones: peek at the next)
                         if fc is not None and limit - pos >= 8 and (
-                            not hints or (off + _INT.unpack_from(buf, pos)[0]) not in hints
+                            not (hints or runs) or ((nxt := off + _INT.unpack_from(buf, pos)[0]) not in hints
+                                                    and nxt not in runs)
                         ):
                             if rows:
                                 break  # dispatch what is gathered first
@@ -647,6 +665,113 @@ class ReputMessageService:
                 sel.release()
         return count
 
+    def _run_round(self, buf: memoryview, base: int, limit: int, v5: bool) -> int:
+        """Dispatch the column batches' runs (``CommitLog.dispatch_runs``) that follow each
+        other from ``reput_from_offset`` inside ``buf[:limit]`` (``buf[0]`` at ``base``), up to
+        ``BATCH_RECORDS`` records, as one DispatchBatch built from their columns. Every record's
+        stored header is checked against its hint first (as ``_first_bad_hint``, all at once):
+        the records before the first it contradicts are dispatched, that record's hint is
+        dropped (the walk parses it) and the rest go back, as does what did not fit. Returns
+        the records dispatched; ``reput_from_offset`` is the next record's."""
+        runs = self.commit_log.dispatch_runs
+        off = self.reput_from_offset
+        end = base + limit
+        segs: list[tuple[Any, int, int]] = []
+        offs: list[int] = []
+        sizes: list[int] = []
+        qoffs: list[int] = []
+        tss: list[int] = []
+        tps: list[int] = []
+        tcs: list[int] = []
+        sfs: list[int] = []
+        qids: list[int] = []
+        topics: list[str] = []
+        keys: list[str | None] = []
+        uniqs: list[str | None] = []
+        total = 0
+        while total < BATCH_RECORDS:
+            run = runs.pop(off, None)
+            if run is None:
+                break
+            i, n, ro = run.start, len(run.sizes), run.offsets
+            k = bisect_right(ro, end, i, min(n, i + BATCH_RECORDS - total) + 1) - 1  # ro[k]: record k-1's end
+            if k <= i:
+                runs[off] = run
+                break
+            m = k - i
+            offs += ro[i:k]
+            sizes += run.sizes[i:k]
+            qoffs += range(run.q0 + i, run.q0 + k)
+            tss += repeat(run.now, m)
+            tps += repeat(run.ts_pos, m)
+            tcs += run.tags[i:k]
+            sfs += repeat(run.sys_flag, m)
+            qids += repeat(run.queue_id, m)
+            topics += repeat(run.topic, m)
+            keys += run.keys[i:k]
+            uniqs += run.uniqs[i:k]
+            segs.append((run, i, k))
+            total += m
+            off = ro[k]
+            if k < n:
+                break
+        if not segs:
+            return 0
+        i64 = np.int64
+        a_off = np.array(offs, i64)
+        a_size = np.array(sizes, i64)
+        a_q = np.array(qoffs, i64)
+        a_ts = np.array(tss, i64)
+        u8 = np.frombuffer(buf, dtype=np.uint8)
+        try:
+            p = a_off - base
+            head = sliding_window_view(u8, _HINT_HEAD.size)[p].view(_HINT_DTYPE).ravel()
+            stored_ts = sliding_window_view(u8, 8)[p + np.array(tps, i64)].view(">i8").ravel()
+            magic = head["magic"]
+            ok = (
+                (head["total"] == a_size) & (head["phys"] == a_off) & (head["queue_offset"] == a_q)
+                & (stored_ts == a_ts)
+                & ((magic == flags.MESSAGE_MAGIC_CODE_V1) | ((magic == flags.MESSAGE_MAGIC_CODE_V2) & v5))
+            )
+            bad_at = np.flatnonzero(~ok)
+            del head, stored_ts, magic
+        finally:
+            del u8
+        if len(bad_at):
+            bad = int(bad_at[0])
+            c = 0
+            for x, (run, i, k) in enumerate(segs):
+                if c + k - i > bad:
+                    j = i + bad - c  # its hint is dropped: the walk parses the record
+                    back = [(run, j + 1)] + [(r, ri) for r, ri, _k in segs[x + 1 :]]
+                    segs[x:] = [(run, i, j)]
+                    break
+                c += k - i
+            next_off = offs[bad]
+        else:
+            bad = total
+            run, i, k = segs[-1]
+            back = [(run, k)]
+            next_off = off
+        for run, start in back:
+            if start < len(run.sizes):
+                run.start = start
+                runs[run.offsets[start]] = run
+        if bad:
+            batch = DispatchBatch(a_off[:bad], a_size[:bad], np.array(tcs[:bad], i64), a_ts[:bad], a_q[:bad],
+                                  np.array(sfs[:bad], i64), np.array(qids[:bad], i64), topics[:bad], keys[:bad],
+                                  uniqs[:bad])  # fmt: skip
+            listeners = self.listeners
+            if listeners:
+                batch.requests = [_request_of(run.offsets[j], run.hint(j)) for run, i, k in segs for j in range(i, k)]
+            self.dispatch_batch(batch)
+            if listeners:
+                for req in batch.requests or ():
+                    for listener in listeners:
+                        listener(req)
+        self.reput_from_offset = next_off
+        return bad
+
     def _reput_one_by_one(self, batching: bool) -> int:
         """Dispatch record by record (small rounds, listeners, custom dispatchers, armed points).
 
@@ -667,8 +792,9 @@ class ReputMessageService:
         listeners = self.listeners
         dispatchers = self.dispatchers
         hints = cl.dispatch_hints
+        runs = cl.dispatch_runs
         v5 = self.version != "4.9.8"
-        direct = bool(hints) and not listeners and batching
+        direct = bool(hints or runs) and not listeners and batching
         if direct:
             cq_disp: CommitLogDispatcherBuildConsumeQueue = dispatchers[0]  # type: ignore[assignment]
             idx_disp: CommitLogDispatcherBuildIndex = dispatchers[1]  # type: ignore[assignment]
@@ -690,6 +816,14 @@ class ReputMessageService:
                     return count
                 while pos < limit:
                     hint = hints.pop(self.reput_from_offset, None) if hints else None
+                    if hint is None and runs:  # a column batch's run: its next record, the rest put back
+                        run = runs.pop(self.reput_from_offset, None)
+                        if run is not None:
+                            i = run.start
+                            hint = run.hint(i)
+                            if i + 1 < len(run.sizes):
+                                run.start = i + 1
+                                runs[run.offsets[i + 1]] = run
                     # the direct way (_hint_matches inlined: the stored header agrees with the hint)
                     if direct and hint is not None and pos + hint[0] <= limit:
                         off = self.reput_from_offset

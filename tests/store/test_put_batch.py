@@ -95,7 +95,7 @@ def _batch_uniq(store: MessageStore, batch: MessageBatch) -> Iterator[None]:
 def _assert_hints_are_the_parse(store: MessageStore) -> None:
     """Every dispatch hint is what parsing the written record gives (later names win)."""
     cl = store.commit_log
-    for off, (size, q, ts, _ts_pos, d) in list(cl.dispatch_hints.items()):
+    for off, (size, q, ts, _ts_pos, d) in list(cl.pending_hints().items()):
         rec = cl.look_message(off)
         if rec is None and store.config.transient_store_pool_enable:
             continue  # not committed to the file yet: unreadable
@@ -126,7 +126,7 @@ def _run(a: MessageStore, b: MessageStore, ops: list[tuple[str, Any]]) -> list[P
             with _batch_uniq(b, batch):
                 rb = b.put_messages(_as_list(batch, msgs))
         assert _result_key(ra) == _result_key(rb), (op, arg)
-        assert a.commit_log.dispatch_hints == b.commit_log.dispatch_hints
+        assert a.commit_log.pending_hints() == b.commit_log.pending_hints()
         _assert_hints_are_the_parse(a)
         results.append(ra)
     assert a.commit_log.topic_queue_table == b.commit_log.topic_queue_table
@@ -383,7 +383,7 @@ def test_hand_written_wire_batches(odd: bytes, version: str) -> None:
             rb = b.put_messages(batch) if i else b.put_messages(b.commit_log.batch_messages(batch))
             assert ra.status is PutMessageStatus.PUT_OK
             assert _result_key(ra) == _result_key(rb)
-            assert a.commit_log.dispatch_hints == b.commit_log.dispatch_hints
+            assert a.commit_log.pending_hints() == b.commit_log.pending_hints()
             recs = _records(a, ra.wrote_offset, len(batch))
             inner = [body[ps] for ps in batch.properties_slices]
             sep = [b"\x02" if p and p[-1] != 2 else b"" for p in inner]
@@ -482,7 +482,7 @@ def test_list_templates_write_what_the_general_encoder_writes(version: str, monk
                     s.clock.advance(1)  # type: ignore[attr-defined]  # a new month: a new UNIQ_KEY prefix
             ra, rb = a.put_messages(msgs), b.put_messages(msgs)
             assert _result_key(ra) == _result_key(rb)
-            assert cl.dispatch_hints == b.commit_log.dispatch_hints
+            assert cl.pending_hints() == b.commit_log.pending_hints()
             assert ra.status is (PutMessageStatus.MESSAGE_ILLEGAL if j == 9 else PutMessageStatus.PUT_OK)
         _assert_hints_are_the_parse(a)
         assert _files(a, "commitlog") == _files(b, "commitlog")

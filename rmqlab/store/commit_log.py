@@ -21,6 +21,7 @@ zeros, so the files are byte for byte what they would be without it.
 
 from __future__ import annotations
 
+import collections
 import functools
 import itertools
 import logging
@@ -184,6 +185,9 @@ _L_SAME = attrgetter("topic", "queue_id", "tags", "delay_time_level", "wait_stor
 _LAST_BYTE = itemgetter(slice(-1, None))
 _CRC_MASK = 0x7FFFFFFF.__and__
 _U16 = 0xFFFF.__and__
+_LAST = collections.deque  # deque(iterable, 1)[0]: the last item, nothing else kept
+#: f"{v:04X}" of every 16-bit value, comma-separated (5 characters a value, 320 KiB)
+_HEX16 = struct.pack(">65536H", *range(0x10000)).hex(",", 2).upper()
 
 
 class _Packers(dict):
@@ -209,7 +213,6 @@ _OFFSETS_PACK = _Packers("q")
 
 _SEP = "\x00"  # between the records' properties in the list path's one string (never in a checked value)
 _SEP_B = b"\x00"
-_KEYS_KINDS = ({list}, {tuple}, {list, tuple})
 
 
 def _clean(value: str | None) -> bool:
@@ -882,42 +885,50 @@ class CommitLog:
         if not n or msgs.__class__ is _BatchMessages or not self.writeable or self._store_ip is None:
             return None
         first = msgs[0]
-        same = _L_SAME(first)
-        topic, queue_id, tags, delay, wait, host, sys_flag, reconsume, user_props, uniq = same
-        if (user_props or uniq or topic == flags.SCHEDULE_TOPIC or queue_id < 0 or sys_flag & _TX_MASK
-                # a comprehension's slot reads beat attrgetter's (CPython 3.11 specialises them); the
-                # tuples are compared as made (freed at once, not kept in a list to count)
-                or [m for m in msgs if (m.topic, m.queue_id, m.tags, m.delay_time_level, m.wait_store_msg_ok,
-                                        m.born_host, m.sys_flag, m.reconsume_times, m.properties,
-                                        m.uniq_key) != same]):  # fmt: skip
+        kind = first.keys.__class__
+        same = (*_L_SAME(first), kind)
+        topic, queue_id, tags, delay, wait, host, sys_flag, reconsume, user_props, uniq, _kind = same
+        if user_props or uniq or topic == flags.SCHEDULE_TOPIC or queue_id < 0 or sys_flag & _TX_MASK:
             return None
-        if topic not in self._valid_topics and not self._valid_topic(topic):
+        # a comprehension's slot reads beat attrgetter's (CPython 3.11 specialises them); the
+        # tuples are compared as made (freed at once), the keys kept of those that match
+        keyss = [m.keys for m in msgs if (m.topic, m.queue_id, m.tags, m.delay_time_level, m.wait_store_msg_ok,
+                                          m.born_host, m.sys_flag, m.reconsume_times, m.properties, m.uniq_key,
+                                          m.keys.__class__) == same]  # fmt: skip
+        if len(keyss) != n or (topic not in self._valid_topics and not self._valid_topic(topic)):
             return None
         bodies = [m.body for m in msgs]
         blens = list(map(len, bodies))
         if max(blens) > self._max_message_size:
             return None
-        keyss = [m.keys for m in msgs]
-        kinds = set(map(type, keyss))
-        if kinds == {str}:
+        # the key strings checked on one joined string: no key string holds 0x01 (n - 1 of them:
+        # the joins), 0x02 or the separator; with keys, none is empty; without, all are
+        if kind is str:
             kss = keyss
             mark = "\x01".join(kss)
-        elif kinds in _KEYS_KINDS:
+            has_keys = bool(kss[0])
+            if (mark.count("\x01") != n - 1 or "\x02" in mark or _SEP in mark
+                    or (has_keys and ("\x01\x01" in mark or mark[-1:] == "\x01"))
+                    or (not has_keys and len(mark) != n - 1)):  # fmt: skip
+                return None
+        elif kind is list or kind is tuple:
             try:
                 kss = list(map(" ".join, keyss))
             except TypeError:
                 return None
-            mark = "\x01".join(kss)  # an empty token leaves a doubled, leading or trailing space
-            if "  " in mark or " \x01" in mark or "\x01 " in mark or mark[:1] == " " or mark[-1:] == " ":
+            # joined by " \x01 ": an empty token (a doubled, leading or trailing space in its key
+            # string) or an empty key string leaves a doubled space or one at an end (one
+            # two-character search instead of four)
+            mark = " \x01 ".join(kss)
+            has_keys = bool(kss[0])
+            if has_keys:
+                if "  " in mark or mark[:1] == " " or mark[-1:] == " ":
+                    return None
+            elif len(mark) != 3 * (n - 1):  # every key string empty (each "\x01" counted below)
+                return None
+            if mark.count("\x01") != n - 1 or "\x02" in mark or _SEP in mark:
                 return None
         else:
-            return None
-        has_keys = bool(kss[0])
-        # on the one string: no key string holds 0x01 (n - 1 of them: the joins), 0x02 or the
-        # separator; with keys, none is empty (no doubled or trailing 0x01); without, all are
-        if (mark.count("\x01") != n - 1 or "\x02" in mark or _SEP in mark
-                or (has_keys and ("\x01\x01" in mark or mark[-1:] == "\x01"))
-                or (not has_keys and len(mark) != n - 1)):  # fmt: skip
             return None
         try:
             cell = self._list_cells.get((tags, delay, wait, not has_keys), False)
@@ -941,8 +952,13 @@ class CommitLog:
         p = self._uniq_prefix
         if p[0] != now:
             p = self._uniq_prefix = (now, self._uniq.time_prefix(now, self._tz))
-        # f"{prefix}{counter & 0xFFFF:04X}" each: the 16-bit values as one hex string, split
-        hexes = _U16_PACK[n].pack(*map(_U16, islice(self._uniq_counter, n))).hex(",", 2).upper()
+        # f"{prefix}{counter & 0xFFFF:04X}" each: the n values drawn at once (one C call, as
+        # new_uniq_key's next()), consecutive, so their hex is one slice of _HEX16 (unless they wrap)
+        lo = (_LAST(islice(self._uniq_counter, n), 1)[0] - n + 1) & 0xFFFF
+        if lo + n <= 0x10000:
+            hexes = _HEX16[5 * lo : 5 * (lo + n) - 1]
+        else:
+            hexes = _U16_PACK[n].pack(*map(_U16, range(lo, lo + n))).hex(",", 2).upper()
         uniqs = f"{p[1]}{hexes.replace(',', ',' + p[1])}".split(",")
         if len(uniqs) != n:  # a "," in the prefix (never in the generator's hex)
             uniqs = [p[1] + h for h in hexes.split(",")]

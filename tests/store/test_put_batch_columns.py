@@ -230,3 +230,45 @@ def test_bench_batches_take_the_column_paths(version: str, changes: dict[str, An
         assert all(r.status is PutMessageStatus.PUT_OK for r in results)
         assert len(calls) == len(results)
         assert len(_files(fast, "commitlog")) >= 4
+
+
+@pytest.mark.parametrize("version", ["4.9.8", "5.3.3"])
+def test_list_uniq_keys_across_the_16_bit_wrap_and_key_string_checks(version: str) -> None:
+    """The list path's UNIQ_KEYs are one slice of the 16-bit hex table, or drawn value by value
+    when the counter wraps inside the batch; lists whose key strings the one-string check must
+    refuse (an empty token or key string among keyed ones) write what the exact path writes,
+    and keyless lists (every key list empty) still take the column writer."""
+    host = "[fd00::7]:10911" if version == "5.3.3" else "192.168.0.10:10911"
+
+    def batch(tag: str, keys: list[Any]) -> list[Message]:
+        return [Message("TopicA", b"b%d" % i, tags=tag, keys=k, born_host=("10.0.0.7", 4242))
+                for i, k in enumerate(keys)]  # fmt: skip
+
+    keyed = [[f"k{i}", f"g{i}"] for i in range(32)]
+    ops: list[tuple[str, Any]] = [
+        ("list", batch("a", keyed)),  # wraps: 0xFFF0 + 32
+        ("list", batch("b", keyed)),  # a slice again
+        ("list", batch("c", [[]] * 8)),  # keyless
+        ("list", batch("d", [[f"k{i}"] for i in range(7)] + [[]])),  # last key string empty
+        ("list", batch("e", [["k0"], [], ["k2"]])),  # a middle one empty
+        ("list", batch("f", [["k0"], ["k1", ""]])),  # an empty last token
+        ("list", batch("g", [["k0"], ["", "k1"]])),  # an empty first token
+        ("list", batch("h", [["k0"], ["a", "", "b"]])),  # an empty middle token
+        ("list", batch("i", [["k0"], ["a\x01 b"]])),  # the separator in a token
+    ]
+    with _twins(version, host) as (fast, exact, calls):
+        for s in (fast, exact):
+            s.commit_log._uniq_counter = itertools.count(0x2FFF0)
+        results = _run(fast, exact, ops)
+        assert all(r.status is PutMessageStatus.PUT_OK for r in results)
+        assert len(calls) == 3  # the wrapping batch, the next one, the keyless one
+        offset, raws = results[0].append_result.wrote_offset, []  # type: ignore[union-attr]
+        for _ in range(32):
+            rec = fast.commit_log.look_message(offset)
+            assert rec is not None
+            raws.append(rec.properties_raw)
+            offset += rec.store_size
+        # the messages' own UNIQ_KEYs (5.x: the batch's own follows and wins the parse)
+        for i, raw in enumerate(raws):
+            values = [v.split(b"\x02", 1)[0] for v in raw.split(b"UNIQ_KEY\x01")[1:]]
+            assert values[0].endswith(b"%04X" % ((0xFFF0 + i) & 0xFFFF)), (i, values)

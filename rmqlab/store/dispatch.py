@@ -129,30 +129,36 @@ def _hint_of(req: DispatchRequest) -> DispatchHint:
              req.prepared_transaction_offset, req.properties))
 
 
-def _first_bad_hint(buf: memoryview, pos: list[int], offsets: list[int], hints: list[DispatchHint],
-                    v5: bool) -> int:
-    """Index of the first hint the stored header contradicts (``_from_hint``'s checks, all
-    records at once), or ``len(hints)``. Every record lies inside ``buf``."""
-    n = len(hints)
+def _first_bad_header(buf: memoryview, p: np.ndarray, offsets: np.ndarray, sizes: np.ndarray,
+                      qoffs: np.ndarray, tss: np.ndarray, ts_pos: np.ndarray, v5: bool) -> int:
+    """Index of the first record whose stored header contradicts the writer's columns
+    (``_from_hint``'s checks: TOTALSIZE, magic, queue offset, physical offset, store timestamp;
+    all records at once), or ``len(p)``. ``p``: positions in ``buf``, every record inside it."""
     u8 = np.frombuffer(buf, dtype=np.uint8)
     try:
-        p = np.array(pos, dtype=np.int64)
         head = sliding_window_view(u8, _HINT_HEAD.size)[p].view(_HINT_DTYPE).ravel()
-        sizes, qoffs, tss, ts_pos, _d = zip(*hints, strict=True)
-        ts_at = p + np.array(ts_pos, dtype=np.int64)
-        stored_ts = sliding_window_view(u8, 8)[ts_at].view(">i8").ravel()
+        stored_ts = sliding_window_view(u8, 8)[p + ts_pos].view(">i8").ravel()
         magic = head["magic"]
         ok = (
-            (head["total"] == np.array(sizes, dtype=np.int64))
-            & (head["phys"] == np.array(offsets, dtype=np.int64))
-            & (head["queue_offset"] == np.array(qoffs, dtype=np.int64))
-            & (stored_ts == np.array(tss, dtype=np.int64))
+            (head["total"] == sizes) & (head["phys"] == offsets) & (head["queue_offset"] == qoffs)
+            & (stored_ts == tss)
             & ((magic == flags.MESSAGE_MAGIC_CODE_V1) | ((magic == flags.MESSAGE_MAGIC_CODE_V2) & v5))
         )
+        del head, stored_ts, magic
         bad = np.flatnonzero(~ok)
-        return int(bad[0]) if len(bad) else n
+        return int(bad[0]) if len(bad) else len(p)
     finally:
         del u8
+
+
+def _first_bad_hint(buf: memoryview, pos: list[int], offsets: list[int], hints: list[DispatchHint],
+                    v5: bool) -> int:
+    """Index of the first hint the stored header contradicts (:func:`_first_bad_header`), or
+    ``len(hints)``. Every record lies inside ``buf``."""
+    sizes, qoffs, tss, ts_pos, _d = zip(*hints, strict=True)
+    i64 = np.int64
+    return _first_bad_header(buf, np.array(pos, i64), np.array(offsets, i64), np.array(sizes, i64),
+                             np.array(qoffs, i64), np.array(tss, i64), np.array(ts_pos, i64), v5)
 
 
 def _from_hint(
@@ -722,23 +728,8 @@ class ReputMessageService:
         a_size = np.array(sizes, i64)
         a_q = np.array(qoffs, i64)
         a_ts = np.array(tss, i64)
-        u8 = np.frombuffer(buf, dtype=np.uint8)
-        try:
-            p = a_off - base
-            head = sliding_window_view(u8, _HINT_HEAD.size)[p].view(_HINT_DTYPE).ravel()
-            stored_ts = sliding_window_view(u8, 8)[p + np.array(tps, i64)].view(">i8").ravel()
-            magic = head["magic"]
-            ok = (
-                (head["total"] == a_size) & (head["phys"] == a_off) & (head["queue_offset"] == a_q)
-                & (stored_ts == a_ts)
-                & ((magic == flags.MESSAGE_MAGIC_CODE_V1) | ((magic == flags.MESSAGE_MAGIC_CODE_V2) & v5))
-            )
-            bad_at = np.flatnonzero(~ok)
-            del head, stored_ts, magic
-        finally:
-            del u8
-        if len(bad_at):
-            bad = int(bad_at[0])
+        bad = _first_bad_header(buf, a_off - base, a_off, a_size, a_q, a_ts, np.array(tps, i64), v5)
+        if bad < total:
             c = 0
             for x, (run, i, k) in enumerate(segs):
                 if c + k - i > bad:
@@ -749,7 +740,6 @@ class ReputMessageService:
                 c += k - i
             next_off = offs[bad]
         else:
-            bad = total
             run, i, k = segs[-1]
             back = [(run, k)]
             next_off = off

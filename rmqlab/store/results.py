@@ -419,6 +419,7 @@ class GetMessageResult:
 
     def release(self) -> None:
         # StoredMessage.release and SharedSelection.release inlined: one pass, no call per message
+        # (calling m.release() instead measured 62k -> 56k get(32) + release calls/s, thread CPU)
         for m in self.messages:
             sel = m._selection
             if sel is None:

@@ -33,12 +33,18 @@ from rmqlab.store.index_file import IndexFile
 _KEY_CHARS = "abcXYZ019-_ #%üж标😀"
 
 
-def _snapshot(root: Path) -> dict[str, bytes]:
+def queue_and_index_bytes(root: Path) -> dict[str, bytes]:
+    """Every ConsumeQueue and index file's bytes, by path under ``root``."""
     out = {}
     for sub in ("consumequeue", "index"):
         for p in sorted((root / sub).rglob("*")):
             if p.is_file():
                 out[str(p.relative_to(root))] = p.read_bytes()
+    return out
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    out = queue_and_index_bytes(root)
     out["checkpoint"] = (root / "checkpoint").read_bytes()[:40]
     return out
 

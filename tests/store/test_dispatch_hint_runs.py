@@ -26,15 +26,7 @@ from rmqlab.store import commit_log as commit_log_module
 from rmqlab.store import dispatch
 from rmqlab.store.commit_log import HintRun
 from rmqlab.store.dispatch import ReputMessageService
-
-
-def _snapshot(root: Path) -> dict[str, bytes]:
-    out = {}
-    for sub in ("consumequeue", "index"):
-        for p in sorted((root / sub).rglob("*")):
-            if p.is_file():
-                out[str(p.relative_to(root))] = p.read_bytes()
-    return out
+from tests.store.test_dispatch_batch import queue_and_index_bytes
 
 
 def _open(root: Path, version: str) -> MessageStore:
@@ -114,7 +106,7 @@ def _run(root: Path, version: str, seed: int, mode: str, monkeypatch: pytest.Mon
     finally:
         store.shutdown()
         monkeypatch.undo()
-    return _snapshot(root), [(r, list(r.properties or {})) for r in seen]
+    return queue_and_index_bytes(root), [(r, list(r.properties or {})) for r in seen]
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -161,7 +153,7 @@ def test_a_round_that_ends_inside_a_run(tmp_path: Path) -> None:
         finally:
             a.shutdown()
             b.shutdown()
-        assert _snapshot(tmp_path / f"a{finish}") == _snapshot(tmp_path / f"b{finish}")
+        assert queue_and_index_bytes(tmp_path / f"a{finish}") == queue_and_index_bytes(tmp_path / f"b{finish}")
 
 
 @pytest.mark.parametrize("mode", ["batched", "direct", "requests"])

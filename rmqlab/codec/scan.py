@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from rmqlab.codec.crc import crc32 as _crc32
 from rmqlab.codec.flags import (
@@ -44,6 +43,7 @@ from rmqlab.codec.flags import (
 from rmqlab.codec.java_hash import java_hash, java_hash_extend_many
 from rmqlab.codec.message import MIN_RECORD_SIZE, BlankRecord, EndOfData, MessageRecord, _decode, _ip_str
 from rmqlab.codec.properties import decode_properties
+from rmqlab.codec.windows import byte_windows
 from rmqlab.errors import CorruptRecord
 
 __all__ = ["HEAD_V4V4_DTYPE", "RecordColumns", "header_hop", "scan_records"]
@@ -430,7 +430,7 @@ def _columns(out: RecordColumns, buf: Any, offs: np.ndarray, n: int, hop_stop: i
     size_buf = len(buf)
     u8 = np.frombuffer(buf, np.uint8)
     try:
-        raw_head = sliding_window_view(u8, 88)[offs]  # (n, 88) copy
+        raw_head = byte_windows(u8, 88)[offs]  # (n, 88) copy
         head = raw_head.view(HEAD_V4V4_DTYPE).ravel()
         total = head["total"].astype(np.int64)
         magic = head["magic"].astype(np.int64)

@@ -21,7 +21,6 @@ from itertools import repeat
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from rmqlab.codec import flags
 from rmqlab.codec.java_hash import java_hash, java_hash_ranges
@@ -29,6 +28,7 @@ from rmqlab.codec.names import validate_topic
 from rmqlab.codec.properties import decode_properties
 from rmqlab.codec.scan import _byte_source, _properties
 from rmqlab.codec.walk import DispatchRequest, check_message_and_return_size, new_dispatch_request
+from rmqlab.codec.windows import byte_windows
 from rmqlab.errors import InvalidTopic
 from rmqlab.events import Dispatched, EventBus
 from rmqlab.faults import crash_point, is_armed
@@ -98,11 +98,18 @@ class DispatchBatch:
     def from_hints(cls, offsets: list[int], hints: list[DispatchHint]) -> DispatchBatch:
         """From hint-shaped tuples ``(size, queue_offset, store_ts, ts_pos, (topic, queue_id,
         tags_code, keys, uniq_key, sys_flag, prepared, properties))``; transposed at C speed."""
-        sizes, qoffs, tss, _ts_pos, ds = zip(*hints, strict=True)
+        return cls.from_hints_ts_pos(offsets, hints)[0]
+
+    @classmethod
+    def from_hints_ts_pos(cls, offsets: list[int], hints: list[DispatchHint]) -> tuple[DispatchBatch, np.ndarray]:
+        """:meth:`from_hints` and the hints' store-timestamp positions: the columns the header
+        check (:func:`_first_bad_header`) reads too, transposed once for both."""
+        sizes, qoffs, tss, ts_pos, ds = zip(*hints, strict=True)
         topics, qids, tcs, keys, uniqs, sys_flags, _prep, _props = zip(*ds, strict=True)
         i64 = np.int64
-        return cls(np.array(offsets, i64), np.array(sizes, i64), np.array(tcs, i64), np.array(tss, i64),
-                   np.array(qoffs, i64), np.array(sys_flags, i64), np.array(qids, i64), topics, keys, uniqs)
+        batch = cls(np.array(offsets, i64), np.array(sizes, i64), np.array(tcs, i64), np.array(tss, i64),
+                    np.array(qoffs, i64), np.array(sys_flags, i64), np.array(qids, i64), topics, keys, uniqs)
+        return batch, np.array(ts_pos, i64)
 
 
 def _properties_of(raw: bytes | dict[str, str] | None) -> dict[str, str] | None:
@@ -136,8 +143,8 @@ def _first_bad_header(buf: memoryview, p: np.ndarray, offsets: np.ndarray, sizes
     all records at once), or ``len(p)``. ``p``: positions in ``buf``, every record inside it."""
     u8 = np.frombuffer(buf, dtype=np.uint8)
     try:
-        head = sliding_window_view(u8, _HINT_HEAD.size)[p].view(_HINT_DTYPE).ravel()
-        stored_ts = sliding_window_view(u8, 8)[p + ts_pos].view(">i8").ravel()
+        head = byte_windows(u8, _HINT_HEAD.size)[p].view(_HINT_DTYPE).ravel()
+        stored_ts = byte_windows(u8, 8)[p + ts_pos].view(">i8").ravel()
         magic = head["magic"]
         ok = (
             (head["total"] == sizes) & (head["phys"] == offsets) & (head["queue_offset"] == qoffs)
@@ -415,7 +422,7 @@ class ReputMessageService:
         size, qid, sys_flag, ts = f["size"], f["queue_id"], f["sys_flag"], f["store_ts"]
         u8 = np.frombuffer(buf, dtype=np.uint8)
         try:
-            queue_offset = sliding_window_view(u8, 8)[p + 20].view(">i8").ravel().astype(np.int64)
+            queue_offset = byte_windows(u8, 8)[p + 20].view(">i8").ravel().astype(np.int64)
         finally:
             del u8
         topic_names = [raw.decode("utf-8", errors="replace") for raw in f["topics"]]
@@ -585,6 +592,7 @@ class ReputMessageService:
                     off = self.reput_from_offset
                     stop = ""  # "blank" | "end" once the record at ``pos`` ends the round
                     certified: np.ndarray | None = None
+                    hinted: DispatchBatch | None = None  # rows[:len(hinted)] transposed, checked good
                     while pos < limit and len(rows) < BATCH_RECORDS:
                         first = len(rows)
                         if hints:
@@ -602,12 +610,18 @@ class ReputMessageService:
                                 pos += size
                                 off += size
                         if len(rows) > first:
-                            bad = first + _first_bad_hint(buf, starts[first:], offsets[first:], rows[first:], v5)
+                            if first == 0:  # the usual round: transposed once, for the check and the batch
+                                hinted, ts_pos = DispatchBatch.from_hints_ts_pos(offsets, rows)
+                                bad = _first_bad_header(buf, np.array(starts, np.int64), hinted.offset, hinted.size,
+                                                        hinted.queue_offset, hinted.store_timestamp, ts_pos, v5)
+                            else:
+                                bad = first + _first_bad_hint(buf, starts[first:], offsets[first:], rows[first:], v5)
                             if bad < len(rows):
                                 for o, h in zip(offsets[bad + 1 :], rows[bad + 1 :], strict=True):
                                     hints[o] = h  # not consumed: the walk will meet them again
                                 pos, off = starts[bad], offsets[bad]
                                 del offsets[bad:], rows[bad:], starts[bad:]
+                                hinted = None  # rows changed: transposed again at the end
                             else:
                                 continue
                         if pos >= limit or len(rows) >= BATCH_RECORDS or (rows and runs and off in runs):
@@ -651,7 +665,8 @@ class ReputMessageService:
                         count += len(certified)
                         certified = None
                     if rows:
-                        batch = DispatchBatch.from_hints(offsets, rows)
+                        batch = (hinted if hinted is not None and len(hinted) == len(rows)
+                                 else DispatchBatch.from_hints(offsets, rows))
                         listeners = self.listeners
                         if listeners:
                             batch.requests = [_request_of(o, h) for o, h in zip(offsets, rows, strict=True)]

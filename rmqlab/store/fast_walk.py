@@ -26,7 +26,6 @@ import struct
 from typing import Any
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from rmqlab.codec.crc import crc32 as _crc32
 from rmqlab.codec.flags import (
@@ -37,6 +36,7 @@ from rmqlab.codec.flags import (
     STOREHOSTADDRESS_V6_FLAG,
 )
 from rmqlab.codec.scan import _byte_source
+from rmqlab.codec.windows import byte_windows
 
 __all__ = ["BATCH", "FastChecker", "be_int", "gather_dispatch_fields", "hop"]
 
@@ -286,7 +286,7 @@ def property_values(buf: Any, starts: np.ndarray, lens: np.ndarray, names: tuple
     if 0 < width <= _WINDOW_MAX:  # one 2-D gather of (n, width) bytes, then the padding masked out
         u8 = np.frombuffer(buf, dtype=np.uint8)
         try:
-            rows = sliding_window_view(u8, width)[np.minimum(st, len(u8) - width)]
+            rows = byte_windows(u8, width)[np.minimum(st, len(u8) - width)]
             shift = st - np.minimum(st, len(u8) - width)  # records ending less than width before the end
             cols = np.arange(width)
             props = rows[(cols >= shift[:, None]) & (cols < (shift + lens)[:, None])]

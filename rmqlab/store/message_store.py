@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rmqlab import faults
 from rmqlab.clock import Clock, SystemClock
 from rmqlab.codec.batch import MessageBatch
 from rmqlab.codec.flags import BORNHOST_V6_FLAG, SCHEDULE_TOPIC
@@ -553,9 +554,12 @@ class MessageStore:
             return self.memory_store.put_message(msg)
         result = self.commit_log.put_message(msg)
         if result.status is _PUT_OK:
-            result = self._after_put(result)
-            ok = result.status is _PUT_OK
-            self.stats.record_put(ok, result.append_result.wrote_bytes if ok else 0, 1, started)  # type: ignore[union-attr]
+            if self.group_commit is not None or self.commit_service is not None or faults._armed:
+                result = self._after_put(result)  # else it would do nothing (the async flush's hot path)
+                if result.status is not _PUT_OK:
+                    self.stats.record_put(False, 0, 1, started)
+                    return result
+            self.stats.record_put(True, result.append_result.wrote_bytes, 1, started)  # type: ignore[union-attr]
         else:
             self.stats.record_put(False, 0, 1, started)
         return result

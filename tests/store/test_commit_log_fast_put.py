@@ -25,7 +25,7 @@ from rmqlab import MessageStore, MessageStoreConfig
 from rmqlab.clock import ManualClock
 from rmqlab.codec import flags
 from rmqlab.codec.message import decode_message, encode_message_parts, head_struct, topic_field
-from rmqlab.codec.msg_id import UniqKeyGenerator
+from rmqlab.codec.msg_id import UniqKeyGenerator, create_offset_msg_id
 from rmqlab.events import Appended, EventRecorder, Rolled
 from rmqlab.store.commit_log import CommitLog
 from rmqlab.store.message import Message
@@ -272,6 +272,11 @@ def test_concurrent_producers_get_unique_keys_and_dense_offsets() -> None:
         for t in threads:
             t.join()
         assert all(r.ok for r in results)
+        host = fast.commit_log.store_host
+        for r in results:  # single puts' msgIds come from a cache shared by the producers
+            if "," not in r.msg_id:
+                assert r.msg_id == create_offset_msg_id(host[0], host[1], r.wrote_offset)
+        assert max(r.wrote_offset for r in results) > 4 * 65536  # the cache moved on a few times
         records = [rec for name, buf in _files(fast).items()
                    for _off, rec in iter_records(buf, base_offset=int(name), check_crc=True)
                    if isinstance(rec, MessageRecord)]
@@ -283,6 +288,28 @@ def test_concurrent_producers_get_unique_keys_and_dense_offsets() -> None:
             assert offsets == list(range(len(offsets)))
         assert fast.wait_dispatched()
         assert fast.get_max_offset_in_queue("TopicA", 0) + fast.get_max_offset_in_queue("TopicA", 1) == total
+
+
+def test_single_puts_uniq_key_counter_wraps_like_new_uniq_key() -> None:
+    """The single put's UNIQ_KEY counter (a table index) wraps at 16 bits as ``new_uniq_key`` does,
+    and both paths draw the same keys from the same counter."""
+    import itertools
+
+    with _pair() as (fast, exact):
+        for s in (fast, exact):
+            s.commit_log._uniq_counter = itertools.count(0xFFF0)
+        keys = []
+        for i in range(30):  # one get_message's worth (32 at most), past the wrap at 16
+            for s in (fast, exact):
+                assert s.put_message(Message("TopicA", b"x", tags="T", keys=[f"k{i}"])).ok
+        for s in (fast, exact):
+            s.step()
+            got = s.get_message("g", "TopicA", 0, 0, 30)
+            keys.append([m.decode().uniq_key for m in got.messages])
+            got.release()
+        assert keys[0] == keys[1]
+        assert len(keys[0]) == 30
+        assert [k[-4:] for k in keys[0]] == [f"{(0xFFF0 + i) & 0xFFFF:04X}" for i in range(30)]
 
 
 def test_uniq_keys_follow_message_client_id_setter() -> None:

@@ -99,13 +99,15 @@ def _power_tables(n: int) -> tuple[np.ndarray, np.ndarray]:
     return pw, inv
 
 
-def java_hash_extend_many(prefix_hashes: np.ndarray, suffixes: list[str]) -> np.ndarray:
+def java_hash_extend_many(prefix_hashes: np.ndarray, suffixes: list[str],
+                          lengths: np.ndarray | None = None) -> np.ndarray:
     """``java_hash_extend(prefix_hashes[i], suffixes[i])`` for every ``i``, as signed int64 values.
 
     ASCII suffixes are hashed together from one prefix sum over their concatenation: with
     ``S[k] = sum(u[j] * 31**-(j+1), j < k)`` (31 is invertible mod 2**32),
     ``hash(u[a:b]) = 31**b * (S[b] - S[a])`` mod 2**32, then ``prefix * 31**len + hash``.
     Non-ASCII suffixes (UTF-16 units differ from characters) use the exact scalar code.
+    ``lengths``: ``len()`` of every suffix when the caller has them already (int64).
     """
     n = len(suffixes)
     out = np.empty(n, dtype=np.int64)
@@ -113,7 +115,7 @@ def java_hash_extend_many(prefix_hashes: np.ndarray, suffixes: list[str]) -> np.
         return out
     prefix = np.asarray(prefix_hashes, dtype=np.int64)
     joined = "".join(suffixes)
-    lens = np.fromiter(map(len, suffixes), dtype=np.int64, count=n)
+    lens = np.fromiter(map(len, suffixes), dtype=np.int64, count=n) if lengths is None else lengths.copy()
     slow: list[int] = []
     if not joined.isascii():
         slow = [i for i, s in enumerate(suffixes) if not s.isascii()]

@@ -383,12 +383,12 @@ class IndexService:
         act = np.flatnonzero(active)
         if items is not None:
             act = act[np.isin(act, string_rows)] if string_rows is not None else act
-        item_keys, rec = _items(act, keys, uniq_keys)
+        item_keys, rec, lens = _items(act, keys, uniq_keys)
         key_hash = np.empty(0, dtype=np.int64)
         if item_keys:
             prefixes = {t: java_hash(f"{t}#") for t in set(topics)}
             topic_h = np.fromiter(map(prefixes.__getitem__, topics), dtype=np.int64, count=n)
-            h = java_hash_extend_many(topic_h[rec], item_keys)
+            h = java_hash_extend_many(topic_h[rec], item_keys, lens)
             key_hash = np.where(h == _INT_MIN, 0, np.abs(h))
         if items is not None:
             keep = active[items[0]]
@@ -539,9 +539,10 @@ class IndexService:
 
 
 def _items(act: np.ndarray, keys: Sequence[str | None],
-           uniq_keys: Sequence[str | None]) -> tuple[list[str], np.ndarray]:
+           uniq_keys: Sequence[str | None]) -> tuple[list[str], np.ndarray, np.ndarray | None]:
     """The index keys of records ``act`` in ``build_index`` order (UNIQ_KEY if not None, then every
-    non-empty ``KEYS.split(" ")`` token) and the record number of each.
+    non-empty ``KEYS.split(" ")`` token), the record number of each and, when at hand, their
+    lengths (int64, for ``java_hash_extend_many``; else None).
 
     Usually one ``" ".join(...).split(" ")`` over all records (None as "", whose empty token is
     dropped like an empty KEYS token); a UNIQ_KEY that is "" or holds a space takes the loop.
@@ -562,11 +563,12 @@ def _items(act: np.ndarray, keys: Sequence[str | None],
             tokens = KEY_SEPARATOR.join(chain.from_iterable(zip(us, ks, strict=True))).split(KEY_SEPARATOR)
             counts = np.fromiter(map(str.count, ks, repeat(KEY_SEPARATOR)), dtype=np.int64, count=len(ks)) + 2
             rec = np.repeat(act.astype(np.int64), counts)
-            keep = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens)) > 0
+            lens = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
+            keep = lens > 0
             if not keep.all():
                 tokens = list(compress(tokens, keep.tolist()))
-                rec = rec[keep]
-            return tokens, rec
+                rec, lens = rec[keep], lens[keep]
+            return tokens, rec, lens
     item_keys: list[str] = []
     item_rec: list[int] = []
     for i in act.tolist():
@@ -580,4 +582,4 @@ def _items(act: np.ndarray, keys: Sequence[str | None],
                 if t:
                     item_keys.append(t)
                     item_rec.append(i)
-    return item_keys, np.asarray(item_rec, dtype=np.int64)
+    return item_keys, np.asarray(item_rec, dtype=np.int64), None

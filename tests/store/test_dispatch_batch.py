@@ -182,6 +182,9 @@ def test_java_hash_extend_many(pairs: list[tuple[str, str]]) -> None:
     got = java_hash_extend_many(prefixes, suffixes).tolist()
     assert got == [java_hash_extend(int(h), s) for h, s in zip(prefixes, suffixes, strict=True)]
     assert got == [java_hash(p + s) for p, s in pairs]
+    lengths = np.array([len(s) for s in suffixes], dtype=np.int64)
+    assert java_hash_extend_many(prefixes, suffixes, lengths).tolist() == got  # lengths given
+    assert lengths.tolist() == [len(s) for s in suffixes]  # and left as they were
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -242,3 +242,23 @@ def test_no_prefaulting_with_the_transient_store_pool_or_after_shutdown(tmp_path
     assert store.commit_log.prefault_enabled
     store.shutdown()
     assert store.commit_log.prefault_ahead() == 0  # not writeable any more
+
+
+@linux_only
+def test_a_long_round_prefaults_before_each_chunk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A round with a backlog of several dispatch chunks tops the window up before each chunk
+    (as well as before and after the round), so a writer streaming meanwhile stays behind it."""
+    import rmqlab.store.dispatch as dispatch
+
+    monkeypatch.setattr(dispatch, "BATCH_RECORDS", 64)
+    store = MessageStore.open(tmp_path, MessageStoreConfig(store_path_root_dir=str(tmp_path)), threaded=False)
+    try:
+        for m in _messages(600, seed=3):
+            assert store.put_message(m).ok
+        calls: list[int] = []
+        real = store.commit_log.prefault_ahead
+        monkeypatch.setattr(store.commit_log, "prefault_ahead", lambda: calls.append(1) or real())
+        assert store.reput.run_once() == 600
+        assert len(calls) >= 2 + 600 // 64  # before, each chunk, after
+    finally:
+        store.shutdown()

@@ -40,7 +40,6 @@ import os
 import random
 import shutil
 import statistics
-import struct
 import tempfile
 import time
 from collections.abc import Callable
@@ -49,7 +48,8 @@ import numpy as np
 
 from rmqlab import MessageBatch, MessageStore, MessageStoreConfig
 from rmqlab.codec.crc import crc32
-from rmqlab.codec.message import decode_message
+from rmqlab.codec.flags import MESSAGE_MAGIC_CODE_V1
+from rmqlab.codec.message import decode_message, head_struct
 from rmqlab.store.message import Message
 
 TOPIC = "BenchTopic"
@@ -96,8 +96,7 @@ def bench_baseline(workdir: str, records: list[bytes]) -> float:
     return len(records) / dt
 
 
-_HEAD_V4 = struct.Struct(">iiiiiqqiq4siq4siiqi")  # TOTALSIZE .. BODYLENGTH, IPv4 hosts (spec §2.1)
-_MAGIC_V1 = -626843481  # 0xDAA320A7, MESSAGE_MAGIC_CODE
+_HEAD_V4 = head_struct(4, 4)  # TOTALSIZE .. BODYLENGTH, IPv4 hosts (spec §2.1)
 _HEX4 = [f"{i:04X}" for i in range(1 << 16)]
 
 
@@ -148,7 +147,7 @@ def encode_append(path: str, msgs: list[Message], template: tuple[str, str, str,
         tail = len(topic).to_bytes(1, "big") + topic + len(props).to_bytes(2, "big") + props
         total = head_size + len(body) + len(tail)
         now = now_ms() // 1_000_000
-        pack(mv, pos, total, _MAGIC_V1, crc32(body) & 0x7FFFFFFF, m.queue_id, m.flag, i, pos, 0, now,
+        pack(mv, pos, total, MESSAGE_MAGIC_CODE_V1, crc32(body) & 0x7FFFFFFF, m.queue_id, m.flag, i, pos, 0, now,
              born_ip, m.born_host[1], now, store_ip, 10911, 0, 0, len(body))
         p = pos + head_size
         mv[p : p + len(body)] = body

@@ -159,13 +159,14 @@ def _first_bad_header(buf: memoryview, p: np.ndarray, offsets: np.ndarray, sizes
 
 
 def _first_bad_hint(buf: memoryview, pos: list[int], offsets: list[int], hints: list[DispatchHint],
-                    v5: bool) -> int:
+                    v5: bool) -> tuple[int, DispatchBatch]:
     """Index of the first hint the stored header contradicts (:func:`_first_bad_header`), or
-    ``len(hints)``. Every record lies inside ``buf``."""
-    sizes, qoffs, tss, ts_pos, _d = zip(*hints, strict=True)
-    i64 = np.int64
-    return _first_bad_header(buf, np.array(pos, i64), np.array(offsets, i64), np.array(sizes, i64),
-                             np.array(qoffs, i64), np.array(tss, i64), np.array(ts_pos, i64), v5)
+    ``len(hints)``, and the hints as a DispatchBatch (transposed once, for the check and for
+    dispatching them when all are good). Every record lies inside ``buf``."""
+    batch, ts_pos = DispatchBatch.from_hints_ts_pos(offsets, hints)
+    bad = _first_bad_header(buf, np.array(pos, np.int64), batch.offset, batch.size, batch.queue_offset,
+                            batch.store_timestamp, ts_pos, v5)
+    return bad, batch
 
 
 def _from_hint(
@@ -621,12 +622,10 @@ class ReputMessageService:
                                 pos += size
                                 off += size
                         if len(rows) > first:
-                            if first == 0:  # the usual round: transposed once, for the check and the batch
-                                hinted, ts_pos = DispatchBatch.from_hints_ts_pos(offsets, rows)
-                                bad = _first_bad_header(buf, np.array(starts, np.int64), hinted.offset, hinted.size,
-                                                        hinted.queue_offset, hinted.store_timestamp, ts_pos, v5)
-                            else:
-                                bad = first + _first_bad_hint(buf, starts[first:], offsets[first:], rows[first:], v5)
+                            bad, checked = _first_bad_hint(buf, starts[first:], offsets[first:], rows[first:], v5)
+                            bad += first
+                            if first == 0:  # the usual round: the batch is the checked one
+                                hinted = checked
                             if bad < len(rows):
                                 for o, h in zip(offsets[bad + 1 :], rows[bad + 1 :], strict=True):
                                     hints[o] = h  # not consumed: the walk will meet them again

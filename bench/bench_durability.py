@@ -17,10 +17,13 @@ rounds run by the producers themselves, up to 8 overlapping msyncs, the service 
 backstop); messages/s, flushes done, messages per flush, process CPU per message (all threads),
 and the ratio 8 threads / 1 thread (group commit must make it clearly > 1). Before each row, a
 baseline in the same run: bare 1 KiB appends into a mapping, each forced by its own msync, from
-as many threads, no store code (``x bare`` = the store's rate over it). The msync latency
-depends on every other process's I/O on the same file system (one ext4 journal), so compare
-variants only within one session, alternating. For reference, the real RocketMQ 4.9.8 store on these machines:
-~4.3 k msgs/s (1 thread) and ~14.8 k msgs/s (8 threads); abnormal recovery ~364 MB/s, normal ~1.8 GB/s.
+as many threads, no store code (``x bare`` = the store's rate over it); and the plainest Python
+group commit, no store code either (``bare_group_commit``: leader/follower over one mapping;
+``x bare gc`` = the store's rate over it): what one CPython process does at best with this disk.
+The msync latency depends on every other process's I/O on the same file system (one ext4
+journal), so compare variants only within one session, alternating. ``x RocketMQ``: the store's
+rate over the real RocketMQ 4.9.8 store's on these machines, ~4.3 k msgs/s (1 thread) and ~14.8 k
+msgs/s (8 threads); its recovery did ~364 MB/s abnormal, ~1.8 GB/s normal.
 
 ``--reput-rounds``: the reput thread's CPU per record in small one-by-one rounds (what a
 SYNC_FLUSH run pays per message): rounds of ``--round-records`` puts of the sync row's message
@@ -45,6 +48,8 @@ from rmqlab.clock import ManualClock
 from rmqlab.codec.checkpoint import Checkpoint
 
 _TOTAL_MAGIC = struct.Struct(">ii")
+# The real RocketMQ 4.9.8 store's sync-flush puts/s on one of these VMs, by producer threads (issue 4).
+ROCKETMQ_SYNC_FLUSH = {1: 4300.0, 8: 14800.0}
 
 
 def write_store(root: str, total_bytes: int, file_size: int) -> int:
@@ -208,14 +213,101 @@ def bare_sync_loop(directory: str | None, threads: int, seconds: float) -> float
         os.unlink(path)
 
 
+def bare_group_commit(directory: str | None, threads: int, seconds: float) -> tuple[float, float, int]:
+    """Baseline: the plainest group commit in Python, no store code; (appends/s, appends per
+    msync, acknowledgements of bytes not yet forced: always 0).
+
+    Writers append 1 KiB under a lock into one shared mapping, then wait until the forced end
+    covers their record. A writer that finds no force under way leads: one ``msync`` from the
+    forced end's page to everything appended so far (its own record and whoever appended
+    meanwhile), then it wakes every waiter; a woken writer still not covered leads the next
+    force itself (leader/follower, as a database's group commit does; no service thread, no
+    request lists, no dispatch). What one CPython process with this disk can do at best with
+    ``threads`` producers: the store's sync-flush rows read against it show what the store's
+    own work (the put, the requests, the reput dispatching on the same GIL) costs."""
+    import mmap
+
+    from rmqlab.files.fs import address_of, msync_range
+
+    size = 256 << 20
+    fd, path = tempfile.mkstemp(dir=directory, prefix="rmqlab-bare-gc-")
+    try:
+        os.ftruncate(fd, size)
+        mm = mmap.mmap(fd, size)
+        addr = address_of(mm)
+        record = os.urandom(1024)
+        append_lock = threading.Lock()
+        leader = threading.Lock()
+        forced = threading.Condition(threading.Lock())
+        state = [0, 0, 0, 0]  # appended end, forced end, msyncs, acknowledged past the forced end
+        counts = [0] * threads
+        stop = time.perf_counter() + seconds
+
+        def lead(end: int) -> None:
+            start = state[1]
+            upto = state[0]  # everything appended so far, not only this writer's record
+            start -= start % mmap.PAGESIZE
+            msync_range(mm, addr, start, upto - start)
+            state[2] += 1
+            if upto > state[1]:
+                state[1] = upto
+
+        def writer(i: int) -> None:
+            while time.perf_counter() < stop:
+                with append_lock:
+                    pos = state[0]
+                    if pos + 1024 > size:
+                        return
+                    mm[pos : pos + 1024] = record
+                    state[0] = end = pos + 1024
+                while state[1] < end:
+                    if leader.acquire(blocking=False):
+                        try:
+                            if state[1] < end:
+                                lead(end)
+                        finally:
+                            leader.release()
+                        with forced:
+                            forced.notify_all()
+                    else:
+                        with forced:
+                            if state[1] < end and leader.locked():
+                                forced.wait(0.005)
+                if state[1] < end:
+                    state[3] += 1
+                counts[i] += 1
+
+        ts = [threading.Thread(target=writer, args=(i,)) for i in range(threads)]
+        t0 = time.perf_counter()
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        n = sum(counts)
+        rate = n / (time.perf_counter() - t0)
+        if mm[: state[1]] != record * (state[1] // 1024):
+            raise RuntimeError("bare group commit: the mapping does not hold the appended records")
+        mm.close()
+        return rate, n / max(state[2], 1), state[3]
+    finally:
+        os.close(fd)
+        os.unlink(path)
+
+
 def bench_sync_flush(args: argparse.Namespace) -> None:
-    print(f"\n{'sync flush':24} {'threads':>7} {'msgs/s':>9} {'flushes':>8} {'msgs/flush':>10} {'cpu us/msg':>10}"
-          f" {'x bare':>7}")
+    print(f"\n{'sync flush':28} {'threads':>7} {'msgs/s':>9} {'flushes':>8} {'msgs/flush':>10} {'cpu us/msg':>10}"
+          f" {'x bare':>7} {'x bare gc':>9} {'x RocketMQ':>10}")
     results = {}
     bare = {}
     for threads in args.threads:
+        rocketmq = ROCKETMQ_SYNC_FLUSH.get(threads)
         bare[threads] = bare_sync_loop(args.dir, threads, min(args.seconds, 3.0))
-        print(f"{'  bare append + msync':24} {threads:7} {bare[threads]:9.0f} {'':8} {'':10} {'':10} {1:7.2f}")
+        print(f"{'  bare append + msync':28} {threads:7} {bare[threads]:9.0f} {'':8} {'':10} {'':10} {1:7.2f}")
+        gc_rate, gc_per_flush, unforced = bare_group_commit(args.dir, threads, min(args.seconds, 3.0))
+        if unforced:
+            raise RuntimeError(f"bare group commit acknowledged {unforced} appends before forcing them")
+        print(f"{'  bare Python group commit':28} {threads:7} {gc_rate:9.0f} {'':8} {gc_per_flush:10.1f} {'':10} "
+              f"{gc_rate / bare[threads]:7.2f} {1:9.2f}")
         root = os.path.join(tempfile.mkdtemp(dir=args.dir, prefix="rmqlab-bench-"), "store")
         config = MessageStoreConfig(store_path_root_dir=root, flush_disk_type="SYNC_FLUSH",
                                     mapped_file_size_commit_log=256 << 20)
@@ -246,8 +338,9 @@ def bench_sync_flush(args: argparse.Namespace) -> None:
             rate = sum(counts) / elapsed
             results[threads] = rate
             per_flush = sum(counts) / max(flushes, 1)
-            print(f"{'  store, group commit':24} {threads:7} {rate:9.0f} {flushes:8} {per_flush:10.1f} "
-                  f"{cpu / n * 1e6:10.0f} {rate / bare[threads]:7.2f}")
+            versus = f"{rate / rocketmq:10.2f}" if rocketmq else f"{'':10}"
+            print(f"{'  store, group commit':28} {threads:7} {rate:9.0f} {flushes:8} {per_flush:10.1f} "
+                  f"{cpu / n * 1e6:10.0f} {rate / bare[threads]:7.2f} {rate / gc_rate:9.2f} {versus}")
         finally:
             shutil.rmtree(os.path.dirname(root), ignore_errors=True)
     if len(results) >= 2:

@@ -35,13 +35,16 @@ code versions alternating runs (``PYTHONPATH=<other tree>``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
+import mmap
 import os
 import shutil
 import struct
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
 
 from rmqlab import Message, MessageStore, MessageStoreConfig
 from rmqlab.clock import ManualClock
@@ -72,7 +75,6 @@ def write_store(root: str, total_bytes: int, file_size: int) -> int:
 
 def header_hop(root: str) -> tuple[float, int]:
     """Baseline: walk every record by its size field only (mmap + struct)."""
-    import mmap
 
     walked = 0
     t0 = time.perf_counter()
@@ -162,6 +164,35 @@ def bench_recovery(args: argparse.Namespace) -> None:
         shutil.rmtree(os.path.dirname(root), ignore_errors=True)
 
 
+@contextlib.contextmanager
+def _bare_mapping(directory: str | None, prefix: str, size: int = 256 << 20) -> Iterator[tuple[mmap.mmap, int]]:
+    """A fresh sparse file of ``size`` bytes mapped shared: (mapping, its address for msync)."""
+    from rmqlab.files.fs import address_of
+
+    fd, path = tempfile.mkstemp(dir=directory, prefix=prefix)
+    try:
+        os.ftruncate(fd, size)
+        mm = mmap.mmap(fd, size)
+        try:
+            yield mm, address_of(mm)
+        finally:
+            mm.close()
+    finally:
+        os.close(fd)
+        os.unlink(path)
+
+
+def _run_writers(writer: Callable[[int], None], threads: int) -> float:
+    """Run ``writer(i)`` in ``threads`` threads until all return; the seconds it took."""
+    ts = [threading.Thread(target=writer, args=(i,)) for i in range(threads)]
+    t0 = time.perf_counter()
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return time.perf_counter() - t0
+
+
 def bare_sync_loop(directory: str | None, threads: int, seconds: float) -> float:
     """Baseline: appends of 1 KiB into one shared mapping, each followed by an ``msync`` of its
     own dirty pages (``fs.msync_range``, as the store flushes), no store code; appends/s.
@@ -170,16 +201,10 @@ def bare_sync_loop(directory: str | None, threads: int, seconds: float) -> float
     (no group commit): the day's ceiling for one producer, and the disk's capacity for parallel
     syncs with eight. The msync latency of these VMs swings 2-3x from day to day, so the store's
     rows are read against this one, measured in the same run."""
-    import mmap
+    from rmqlab.files.fs import msync_range
 
-    from rmqlab.files.fs import address_of, msync_range
-
-    size = 256 << 20
-    fd, path = tempfile.mkstemp(dir=directory, prefix="rmqlab-bare-sync-")
-    try:
-        os.ftruncate(fd, size)
-        mm = mmap.mmap(fd, size)
-        addr = address_of(mm)
+    with _bare_mapping(directory, "rmqlab-bare-sync-") as (mm, addr):
+        size = len(mm)
         record = os.urandom(1024)
         lock = threading.Lock()
         end = [0]
@@ -199,18 +224,8 @@ def bare_sync_loop(directory: str | None, threads: int, seconds: float) -> float
                 msync_range(mm, addr, start, pos + 1024 - start)
                 counts[i] += 1
 
-        ts = [threading.Thread(target=writer, args=(i,)) for i in range(threads)]
-        t0 = time.perf_counter()
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
-        rate = sum(counts) / (time.perf_counter() - t0)
-        mm.close()
-        return rate
-    finally:
-        os.close(fd)
-        os.unlink(path)
+        elapsed = _run_writers(writer, threads)  # before the counts are read
+        return sum(counts) / elapsed
 
 
 def bare_group_commit(directory: str | None, threads: int, seconds: float) -> tuple[float, float, int]:
@@ -225,16 +240,10 @@ def bare_group_commit(directory: str | None, threads: int, seconds: float) -> tu
     request lists, no dispatch). What one CPython process with this disk can do at best with
     ``threads`` producers: the store's sync-flush rows read against it show what the store's
     own work (the put, the requests, the reput dispatching on the same GIL) costs."""
-    import mmap
+    from rmqlab.files import fs
 
-    from rmqlab.files.fs import address_of, msync_range
-
-    size = 256 << 20
-    fd, path = tempfile.mkstemp(dir=directory, prefix="rmqlab-bare-gc-")
-    try:
-        os.ftruncate(fd, size)
-        mm = mmap.mmap(fd, size)
-        addr = address_of(mm)
+    with _bare_mapping(directory, "rmqlab-bare-gc-") as (mm, addr):
+        size = len(mm)
         record = os.urandom(1024)
         append_lock = threading.Lock()
         leader = threading.Lock()
@@ -243,11 +252,11 @@ def bare_group_commit(directory: str | None, threads: int, seconds: float) -> tu
         counts = [0] * threads
         stop = time.perf_counter() + seconds
 
-        def lead(end: int) -> None:
+        def lead() -> None:
             start = state[1]
             upto = state[0]  # everything appended so far, not only this writer's record
             start -= start % mmap.PAGESIZE
-            msync_range(mm, addr, start, upto - start)
+            fs.msync_range(mm, addr, start, upto - start)
             state[2] += 1
             if upto > state[1]:
                 state[1] = upto
@@ -264,7 +273,7 @@ def bare_group_commit(directory: str | None, threads: int, seconds: float) -> tu
                     if leader.acquire(blocking=False):
                         try:
                             if state[1] < end:
-                                lead(end)
+                                lead()
                         finally:
                             leader.release()
                         with forced:
@@ -277,21 +286,11 @@ def bare_group_commit(directory: str | None, threads: int, seconds: float) -> tu
                     state[3] += 1
                 counts[i] += 1
 
-        ts = [threading.Thread(target=writer, args=(i,)) for i in range(threads)]
-        t0 = time.perf_counter()
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
-        n = sum(counts)
-        rate = n / (time.perf_counter() - t0)
+        elapsed = _run_writers(writer, threads)
         if mm[: state[1]] != record * (state[1] // 1024):
             raise RuntimeError("bare group commit: the mapping does not hold the appended records")
-        mm.close()
-        return rate, n / max(state[2], 1), state[3]
-    finally:
-        os.close(fd)
-        os.unlink(path)
+        n = sum(counts)
+        return n / elapsed, n / max(state[2], 1), state[3]
 
 
 def bench_sync_flush(args: argparse.Namespace) -> None:

@@ -56,3 +56,17 @@ def test_a_single_writer_forces_each_record_once(tmp_path: Path, monkeypatch: py
     assert unforced == 0
     assert per_flush == 1.0  # nobody to share with
     assert calls == [1024 * (i + 1) for i in range(len(calls))]
+
+
+def test_the_bare_loop_forces_every_append_on_its_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ends: list[int] = []
+    real = fs.msync_range
+
+    def recording(mm: mmap.mmap, addr: int, offset: int, length: int) -> None:
+        real(mm, addr, offset, length)
+        ends.append(offset + length)
+
+    monkeypatch.setattr(fs, "msync_range", recording)
+    rate = bench_durability.bare_sync_loop(str(tmp_path), 3, 0.3)
+    assert rate > 0
+    assert sorted(ends) == [1024 * (i + 1) for i in range(len(ends))]  # one msync per append, none skipped

@@ -193,6 +193,18 @@ def _run_writers(writer: Callable[[int], None], threads: int) -> float:
     return time.perf_counter() - t0
 
 
+def _append(mm: mmap.mmap, lock: threading.Lock, ends: list[int], record: bytes) -> int:
+    """Append ``record`` at ``ends[0]`` under ``lock``; the new end, or -1 once the mapping is full."""
+    with lock:
+        pos = ends[0]
+        end = pos + len(record)
+        if end > len(mm):
+            return -1
+        mm[pos:end] = record
+        ends[0] = end
+        return end
+
+
 def bare_sync_loop(directory: str | None, threads: int, seconds: float) -> float:
     """Baseline: appends of 1 KiB into one shared mapping, each followed by an ``msync`` of its
     own dirty pages (``fs.msync_range``, as the store flushes), no store code; appends/s.
@@ -204,7 +216,6 @@ def bare_sync_loop(directory: str | None, threads: int, seconds: float) -> float
     from rmqlab.files.fs import msync_range
 
     with _bare_mapping(directory, "rmqlab-bare-sync-") as (mm, addr):
-        size = len(mm)
         record = os.urandom(1024)
         lock = threading.Lock()
         end = [0]
@@ -214,14 +225,12 @@ def bare_sync_loop(directory: str | None, threads: int, seconds: float) -> float
         def writer(i: int) -> None:
             page = mmap.PAGESIZE
             while time.perf_counter() < stop:
-                with lock:
-                    pos = end[0]
-                    if pos + 1024 > size:
-                        return
-                    mm[pos : pos + 1024] = record
-                    end[0] = pos + 1024
-                start = pos - pos % page
-                msync_range(mm, addr, start, pos + 1024 - start)
+                upto = _append(mm, lock, end, record)
+                if upto < 0:
+                    return
+                start = upto - 1024
+                start -= start % page
+                msync_range(mm, addr, start, upto - start)
                 counts[i] += 1
 
         elapsed = _run_writers(writer, threads)  # before the counts are read
@@ -243,7 +252,6 @@ def bare_group_commit(directory: str | None, threads: int, seconds: float) -> tu
     from rmqlab.files import fs
 
     with _bare_mapping(directory, "rmqlab-bare-gc-") as (mm, addr):
-        size = len(mm)
         record = os.urandom(1024)
         append_lock = threading.Lock()
         leader = threading.Lock()
@@ -263,12 +271,9 @@ def bare_group_commit(directory: str | None, threads: int, seconds: float) -> tu
 
         def writer(i: int) -> None:
             while time.perf_counter() < stop:
-                with append_lock:
-                    pos = state[0]
-                    if pos + 1024 > size:
-                        return
-                    mm[pos : pos + 1024] = record
-                    state[0] = end = pos + 1024
+                end = _append(mm, append_lock, state, record)
+                if end < 0:
+                    return
                 while state[1] < end:
                     if leader.acquire(blocking=False):
                         try:

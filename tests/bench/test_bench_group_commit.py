@@ -17,8 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 bench_durability = pytest.importorskip("bench_durability")
 
 
-def test_every_acknowledged_record_is_forced_and_forces_are_shared(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def msyncs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """The (start, end) range of every msync the baselines make, in call order."""
     ranges: list[tuple[int, int]] = []
     real = fs.msync_range
 
@@ -27,46 +28,36 @@ def test_every_acknowledged_record_is_forced_and_forces_are_shared(
         ranges.append((offset, offset + length))
 
     monkeypatch.setattr(fs, "msync_range", recording)
+    return ranges
+
+
+def test_every_acknowledged_record_is_forced_and_forces_are_shared(
+        tmp_path: Path, msyncs: list[tuple[int, int]]) -> None:
     rate, per_flush, unforced = bench_durability.bare_group_commit(str(tmp_path), 6, 0.4)
     assert rate > 0
     assert unforced == 0
-    assert ranges, "no msync at all"
+    assert msyncs, "no msync at all"
     # each force starts at or below the page of the end forced before it: no gap is left unforced
     forced = 0
-    for start, end in ranges:
+    for start, end in msyncs:
         assert start % mmap.PAGESIZE == 0
         assert start <= forced
         forced = max(forced, end)
     assert forced % 1024 == 0  # whole records
     assert per_flush >= 1.0
     # six writers share forces: fewer msyncs than records (one each would be 1.0 per flush)
-    assert forced // 1024 > len(ranges)
+    assert forced // 1024 > len(msyncs)
 
 
-def test_a_single_writer_forces_each_record_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[int] = []
-    real = fs.msync_range
-
-    def counting(mm: mmap.mmap, addr: int, offset: int, length: int) -> None:
-        real(mm, addr, offset, length)
-        calls.append(offset + length)
-
-    monkeypatch.setattr(fs, "msync_range", counting)
+def test_a_single_writer_forces_each_record_once(tmp_path: Path, msyncs: list[tuple[int, int]]) -> None:
     _, per_flush, unforced = bench_durability.bare_group_commit(str(tmp_path), 1, 0.2)
     assert unforced == 0
     assert per_flush == 1.0  # nobody to share with
-    assert calls == [1024 * (i + 1) for i in range(len(calls))]
+    assert [end for _, end in msyncs] == [1024 * (i + 1) for i in range(len(msyncs))]
 
 
-def test_the_bare_loop_forces_every_append_on_its_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    ends: list[int] = []
-    real = fs.msync_range
-
-    def recording(mm: mmap.mmap, addr: int, offset: int, length: int) -> None:
-        real(mm, addr, offset, length)
-        ends.append(offset + length)
-
-    monkeypatch.setattr(fs, "msync_range", recording)
+def test_the_bare_loop_forces_every_append_on_its_own(tmp_path: Path, msyncs: list[tuple[int, int]]) -> None:
     rate = bench_durability.bare_sync_loop(str(tmp_path), 3, 0.3)
     assert rate > 0
-    assert sorted(ends) == [1024 * (i + 1) for i in range(len(ends))]  # one msync per append, none skipped
+    ends = sorted(end for _, end in msyncs)
+    assert ends == [1024 * (i + 1) for i in range(len(ends))]  # one msync per append, none skipped

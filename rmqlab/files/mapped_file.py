@@ -20,7 +20,7 @@ Thread-safety (as in RocketMQ): one writer thread appends; one flush (and one co
 
 Pre-faulting (:meth:`MappedFile.prefault`): the first write to each page of a fresh mapping takes
 a page fault (~0.3-0.45 us per 1 KiB record measured, a quarter of a put). ``prefault`` lets a
-service thread fault the pages just ahead of the writer beforehand with
+service thread (``rmqlab.store.prefault``) fault the pages just ahead of the writer beforehand with
 ``madvise(MADV_POPULATE_WRITE)`` -- without the GIL, so on another core. The pages stay zeros
 (no file byte changes) and ``flush`` still forces only ``[flushed, read position)``, so the
 pre-faulted pages past the writer are never forced by a flush.

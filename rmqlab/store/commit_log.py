@@ -11,8 +11,8 @@ Thread-safety: ``put_message``/``put_messages`` serialise on ``put_lock``; reade
 (``get_message``/``get_data``) hold a reference on the mapped file they read.
 
 Pre-faulting: the first write to a page of a fresh mapping costs a page fault, ~0.4 us per 1 KiB
-record on the put thread. ``prefault_ahead`` (called by the reput service every round, i.e. its
-own thread in a threaded store and every ``store.step()`` in a stepped one) pre-faults the last
+record on the put thread. ``prefault_ahead`` (called by ``CommitLogPrefaultService``: its own
+thread in a threaded store, every ``store.step()`` in a stepped one) pre-faults the last
 file's pages up to ``prefault_bytes`` ahead of the writer (``MappedFile.prefault``, the kernel's
 ``MADV_POPULATE_WRITE`` without the GIL), so the put copies into pages already mapped. Only when
 the CommitLog writes through the mapping (no TransientStorePool) and is writable; the pages stay
@@ -355,12 +355,19 @@ class CommitLog:
     """The store's single log. ``topic_queue_table`` maps ``"topic-queueId"`` to the next queue
     offset (4.9.8 keeps it here; the store rebuilds it from the consume queues at load)."""
 
-    #: How far ahead of the writer ``prefault_ahead`` keeps the last file pre-faulted (0: off).
-    #: 4 MiB = 1024 pages, ~1.2 ms of kernel time to fill from nothing: at the fastest puts seen
-    #: (~0.5-1 GB/s of records) the writer needs 4-8 ms to cross it while the reput service tops it
-    #: up every ~1 ms, so the writer does not reach unfaulted pages; and it pins no more than 4 MiB
-    #: of page cache ahead, which the writer fills soon anyway.
-    prefault_bytes = 4 << 20
+    #: How far ahead of the writer ``prefault_ahead`` keeps the last file pre-faulted (0: off),
+    #: topped up once the writer has used half of it. The pre-fault thread gets the GIL from a
+    #: put loop only when CPython forces a switch (every 5 ms) and it wins the GIL over the
+    #: other waiting service threads: in a warm store 23-27 rounds during a 0.25 s loop of 40,000
+    #: puts, ~10 ms apart. Each top-up is one ``madvise`` of half the window, which holds the
+    #: process's ``mmap_lock`` (a put thread mapping a new malloc arena waits for it): 0.25-4.5 us
+    #: per page, as the VM's memory is warm or not. 4 vs 8 vs 32 MiB, alternating with the old
+    #: reput-driven 4 MiB, 4 runs each (bench_store's put rows, 50,000 puts): put medians for
+    #: single/list/MessageBatch 164/417/382, 167/426/377 and 168/396/369 k msgs/s against
+    #: 163/402/357, the put thread's system time 0.26-0.57, 0.20-0.49 and 0.12-0.22 against
+    #: 0.48-0.79 us per message. The pages ahead are dirty zeros the writer fills soon; a writer
+    #: slower than 4 MiB per ``dirty_expire`` (30 s) has some written back as zeros first.
+    prefault_bytes = 8 << 20
 
     def __init__(
         self,
@@ -473,8 +480,9 @@ class CommitLog:
 
     def prefault_ahead(self) -> int:
         """Pre-fault the last file up to ``wrote_position + prefault_bytes`` (not past its end:
-        the next file is the allocator's); returns the bytes pre-faulted. For the reput service,
-        once per round: with nothing to do it is one comparison. The first refusal by the kernel
+        the next file is the allocator's) once less than half of that is left ahead of the
+        writer; returns the bytes pre-faulted. For ``CommitLogPrefaultService``, once per round:
+        with nothing to do it is two comparisons. The first refusal by the kernel
         (``MADV_POPULATE_WRITE`` unsupported) switches it off for this store."""
         if not self.prefault_enabled or not self.writeable:
             return 0
@@ -482,10 +490,11 @@ class CommitLog:
         if not files:
             return 0
         mf = files[-1]
-        upto = mf.wrote_position + self.prefault_bytes
-        if upto <= mf.prefaulted_position or self.prefault_bytes <= 0:
+        ahead = self.prefault_bytes
+        wrote = mf.wrote_position
+        if mf.prefaulted_position - wrote >= ahead >> 1 or ahead <= 0:
             return 0
-        done = mf.prefault(upto)
+        done = mf.prefault(wrote + ahead)
         if done < 0:
             self.prefault_enabled = False
             log.debug("commit log pre-faulting off: madvise(MADV_POPULATE_WRITE) refused on %s", mf.file_name)

@@ -5,9 +5,8 @@ It walks the CommitLog from ``reput_from_offset`` (spec §6.6): every valid reco
 a blank record jumps to the next file, a damaged record with a known size is skipped, anything
 else stops the round. Listeners are told about arriving messages so long-polling readers wake.
 
-Each round also calls ``CommitLog.prefault_ahead``: the reput thread (every ~1 ms in a threaded
-store; each ``store.step()`` in a stepped one) pre-faults the CommitLog pages just ahead of the
-writer, so the put thread does not take the page faults of a fresh mapping (see commit_log).
+Pre-faulting the CommitLog ahead of its writer is not done here but by a service of its own
+(``rmqlab.store.prefault``): a reput round shares the GIL with the writer and falls behind it.
 """
 
 from __future__ import annotations
@@ -284,22 +283,9 @@ class ReputMessageService:
             d.dispatch(req)
 
     def run_once(self) -> int:
-        """Dispatch everything available now; returns the number of records dispatched.
-
-        Pre-faults the CommitLog ahead of its writer (``CommitLog.prefault_ahead``; one
-        comparison when the pre-faulted pages are still ahead) before the round, before each
-        chunk of a batched round and after it: under a stream of batch puts a round lasts
-        until the backlog it started with is dispatched (sharing the GIL with the writer), and
-        a window topped up once per round fell behind the writer for most of a run (measured
-        by sampling ``prefaulted_position`` after each put). A writer past the window takes
-        the faults itself, with the GIL held: each fault of a sparse file zero-fills a
-        ``read_ahead_kb`` window (8 MiB on these VMs), ~20 ms of kernel time when the VM hands
-        out fresh memory.
-        """
-        self.commit_log.prefault_ahead()
+        """Dispatch everything available now; returns the number of records dispatched."""
         with self.lock:
             count = self._reput()
-        self.commit_log.prefault_ahead()
         if count:
             with self.arrived:
                 self.arrived.notify_all()
@@ -590,7 +576,6 @@ class ReputMessageService:
                 # unless a listener wants the exact DispatchRequest (then they are parsed)
                 fc = None if self.listeners else FastChecker(v5, False, keep_positions=True, batch=BATCH_RECORDS)
                 while pos < limit:
-                    cl.prefault_ahead()  # see run_once
                     if runs and self.reput_from_offset in runs:  # column batches: their own DispatchBatch
                         got = self._run_round(buf, base, limit, v5)
                         count += got

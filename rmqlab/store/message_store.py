@@ -59,6 +59,7 @@ from rmqlab.store.index_service import IndexService
 from rmqlab.store.memory_store import MemoryMessageStore
 from rmqlab.store.message import Message
 from rmqlab.store.message_filter import MessageFilter
+from rmqlab.store.prefault import CommitLogPrefaultService
 from rmqlab.store.recovery import CommitLogFileView, RecoveryPlan, plan_recovery
 from rmqlab.store.results import (
     GetMessageResult,
@@ -253,6 +254,8 @@ class MessageStore:
             rocketmq_version=c.rocketmq_version,
             delay_level_table=c.delay_level_table,
         )
+        # pre-faulting needs writes that go through the mapping: no pool, not read-only
+        self.prefault = CommitLogPrefaultService(self.commit_log) if self.commit_log.prefault_enabled else None
         mfq = self.commit_log.mapped_file_queue
         self.group_commit: GroupCommitService | None = None
         self.flush_commit_log: FlushRealTimeService | None = None
@@ -307,7 +310,8 @@ class MessageStore:
 
     def services(self) -> list[Service]:
         """Services in the order ``step()`` runs them."""
-        out: list[Service] = [self.reput]
+        out: list[Service] = [] if self.prefault is None else [self.prefault]
+        out.append(self.reput)
         if self.commit_service is not None:
             out.append(self.commit_service)
         if self.group_commit is not None:

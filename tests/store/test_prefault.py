@@ -1,4 +1,4 @@
-"""CommitLog pre-faulting (``CommitLog.prefault_ahead`` from the reput service's ``run_once``).
+"""CommitLog pre-faulting (``CommitLog.prefault_ahead``, run by ``CommitLogPrefaultService``).
 
 Two stores get the same puts, one pre-faulting and one not: every CommitLog, ConsumeQueue and
 index file must be byte-for-byte the same (pre-faulted pages stay zeros), in stepped and threaded
@@ -87,13 +87,13 @@ def _files(root: Path) -> dict[str, bytes]:
 
 
 def _wait_prefaulted(store: MessageStore) -> None:
-    """Threaded: reput pre-faults after it dispatched, so give it a round or two."""
+    """Threaded: the pre-fault service runs every ~1 ms, so give it a round or two."""
     mf = store.commit_log.mapped_file_queue.get_last_mapped_file()
     assert mf is not None
     deadline = time.monotonic() + 5
     while mf.prefaulted_position <= mf.wrote_position and time.monotonic() < deadline:
         if store.threaded:
-            store.runner.wakeup("reput")
+            store.runner.wakeup("prefault_commit_log")
             time.sleep(0.002)
         else:
             store.step()
@@ -245,20 +245,66 @@ def test_no_prefaulting_with_the_transient_store_pool_or_after_shutdown(tmp_path
 
 
 @linux_only
-def test_a_long_round_prefaults_before_each_chunk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A round with a backlog of several dispatch chunks tops the window up before each chunk
-    (as well as before and after the round), so a writer streaming meanwhile stays behind it."""
-    import rmqlab.store.dispatch as dispatch
-
-    monkeypatch.setattr(dispatch, "BATCH_RECORDS", 64)
+def test_the_service_tops_the_window_up_once_half_of_it_is_used(tmp_path: Path) -> None:
+    """One round pre-faults up to ``prefault_bytes`` ahead of the writer; the next rounds do
+    nothing until the writer has used half of it (one ``madvise`` per half window, not per put)."""
     store = MessageStore.open(tmp_path, MessageStoreConfig(store_path_root_dir=str(tmp_path)), threaded=False)
     try:
-        for m in _messages(600, seed=3):
-            assert store.put_message(m).ok
-        calls: list[int] = []
-        real = store.commit_log.prefault_ahead
-        monkeypatch.setattr(store.commit_log, "prefault_ahead", lambda: calls.append(1) or real())
-        assert store.reput.run_once() == 600
-        assert len(calls) >= 2 + 600 // 64  # before, each chunk, after
+        assert store.prefault is not None
+        assert [s.name for s in store.services()][:2] == ["prefault_commit_log", "reput"]
+        cl = store.commit_log
+        cl.prefault_bytes = 256 << 10
+        msgs = _messages(400, seed=3)
+        assert store.put_message(msgs[0]).ok
+        mf = cl.mapped_file_queue.get_last_mapped_file()
+        assert mf is not None
+        first = store.step()["prefault_commit_log"]
+        assert first > 0
+        assert mf.prefaulted_position == (mf.wrote_position + cl.prefault_bytes) // 4096 * 4096
+        assert store.step()["prefault_commit_log"] == 0  # still ahead: one comparison
+        mark, i = mf.prefaulted_position, 1
+        while mark - mf.wrote_position >= cl.prefault_bytes // 2:
+            assert store.step()["prefault_commit_log"] == 0
+            assert store.put_message(msgs[i]).ok
+            i += 1
+        again = store.step()["prefault_commit_log"]
+        assert again == mf.prefaulted_position - mark > 0
+        assert mf.prefaulted_position == (mf.wrote_position + cl.prefault_bytes) // 4096 * 4096
+        assert store.prefault.prefaulted_bytes == first + again
+    finally:
+        store.shutdown()
+
+
+@linux_only
+def test_prefaulting_runs_while_a_put_loop_holds_the_gil(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A put loop never blocks, so a thread that does (a timed wait, a ctypes call) gets the GIL
+    back only when CPython forces a switch. The reput service, which used to pre-fault, ran
+    only a few rounds during such a loop; the pre-fault service still tops the window up."""
+    calls: list[int] = []
+    real = CommitLog.prefault_ahead
+    looping = [False]
+
+    def counting(self: CommitLog) -> int:
+        done = real(self)
+        if done > 0 and looping[0]:
+            calls.append(done)
+        return done
+
+    monkeypatch.setattr(CommitLog, "prefault_ahead", counting)
+    store = MessageStore.open(tmp_path, MessageStoreConfig(store_path_root_dir=str(tmp_path)), threaded=True)
+    try:
+        store.commit_log.prefault_bytes = 1 << 20
+        msg = Message("TopicA", bytes(1000), tags="TagA", keys=["k"], born_host=("10.0.0.1", 40000))
+        for _ in range(2_000):  # past the services' first rounds (imports, new CQ and index files)
+            store.put_message(msg)
+        assert store.wait_dispatched()
+        looping[0] = True
+        for _ in range(20_000):  # ~20 MiB: 40 half windows
+            store.put_message(msg)
+        looping[0] = False
+        # the reput service, which pre-faulted before, ran 2 rounds during such loops
+        assert len(calls) >= 3, calls
+        assert store.wait_dispatched()
+        assert store.get_max_offset_in_queue("TopicA", 0) == 22_000
     finally:
         store.shutdown()

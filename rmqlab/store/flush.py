@@ -133,16 +133,12 @@ class GroupCommitService:
     machine (msync ~0.15-0.3 ms) overlapping every round costs one msync per message: 8
     producers did 7.3-8.4 k msgs/s that way against 9.3-11.1 k grouping ~4.4 requests per
     round. So a round overlaps the newest one in flight only once that one has forced for
-    ``overlap_after_ns`` (1 ms): slow disks overlap, quick ones group; or, on any disk, once a
-    *cohort* has queued behind it: ``cohort_share`` (half) of the requests lately waiting at once
-    (a peak that decays by ``peak_decay`` per attempt: about the number of producers), and at
-    least 2. Grouping alone splits 8 producers into two cohorts of ~4 that take turns: the 4
-    released by one round append during the next round's msync and then wait for it to end
-    before their own starts. Letting a full cohort start at once keeps ~3.7 messages per msync
-    with two msyncs in flight (bench_durability, 8 threads, alternating with the previous code in
-    one session: 13.2-14.2 k msgs/s, 0.84-1.03x the bare append+msync loop, against 8.1-13.4 k,
-    0.50-0.89x); 1 or 2 producers never reach 2 queued behind a round, so nothing changes
-    for them. Overlapping is safe
+    ``overlap_after_ns`` (1 ms): slow disks overlap, quick ones group. (Until stop 14 a round
+    also started behind a young one once a *cohort*, half the producers waiting lately, had
+    queued: ~3.7 messages per msync with two msyncs in flight. With producers running rounds
+    themselves, grouping alone now does better, 4.3-4.4 messages per msync: alternating in one
+    session, 3 s rows, medians of 4-8 runs, 4 producers 10.3 -> 11.2 k msgs/s, 8 producers
+    13.2-13.6 -> 14.1-14.2 k, 16 producers 14.5 -> 15.1 k.) Overlapping is safe
     because each flush forces from the flushed position it read (bytes already on disk) to its
     own end, so its return alone proves everything below that end is on disk, and the flushed
     position only moves forward (``MappedFile.flush``).
@@ -166,9 +162,6 @@ class GroupCommitService:
     # a quick disk (msync ~0.15-0.3 ms on a quiet VM) is better used by grouping more requests
     # into the next round; a slow one (1-2 ms under load) by forcing several ranges at once.
     overlap_after_ns = 1_000_000
-    # ... or once this share of the producers waiting lately (a cohort) has queued behind it.
-    cohort_share = 0.5
-    peak_decay = 1 / 64  # per round attempt: the estimate forgets producers that left
 
     def __init__(self, mfq: MappedFileQueue, checkpoint: StoreCheckpoint, config: MessageStoreConfig) -> None:
         self.mfq = mfq
@@ -179,8 +172,6 @@ class GroupCommitService:
         self._requests: list[GroupCommitRequest] = []
         self._in_flight = 0
         self._last_start_ns = 0
-        self._in_round = 0  # requests taken by the rounds in flight
-        self._peak = 0.0  # decaying maximum of requests waiting at once: about how many producers
         self.wake: Callable[[], None] | None = None  # wakes the service thread (threaded runner)
         self.attempts = 2 if config.is_v4 else 1000
         self.rounds = 0
@@ -246,21 +237,16 @@ class GroupCommitService:
             queued = len(self._requests)
             if not queued:
                 return 0  # another thread took the queue since the caller looked
-            waiting = self._in_round + queued
-            peak = self._peak - self.peak_decay
-            peak = self._peak = waiting if waiting > peak else peak
             if self._in_flight:
                 if self._in_flight >= self.max_in_flight:
                     return None  # the rounds in flight look at the queue when they finish
-                if ((queued < peak * self.cohort_share or queued < 2)
-                        and _now_ns() - self._last_start_ns < self.overlap_after_ns):
-                    return None  # a young round, few queued: better to share the next one than to overlap
+                if _now_ns() - self._last_start_ns < self.overlap_after_ns:
+                    return None  # a young round: better to share the next one than to overlap
             self._last_start_ns = _now_ns()
             self._in_flight += 1
             self.rounds += 1
             with self._lock:
                 requests, self._requests = self._requests, []
-            self._in_round += len(requests)
         finally:
             self._round.release()
         try:
@@ -268,7 +254,6 @@ class GroupCommitService:
         finally:
             with self._round:
                 self._in_flight -= 1
-                self._in_round -= len(requests)
         return len(requests)
 
     def _serve(self, requests: list[GroupCommitRequest]) -> None:

@@ -208,10 +208,8 @@ def test_a_round_dying_at_a_crash_point_frees_its_slot(tmp_path: Path, monkeypat
 def test_rounds_overlap_only_behind_a_slow_force(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, overlap_after_ms: float, may_overlap: bool) -> None:
     """A second round starts only once the newest one has forced for ``overlap_after_ns``: with
-    forces of 2-4 ms, a 1 ms threshold overlaps them and a 1 s one never does (it groups instead).
-    The cohort rule is off here (``test_group_commit_cohort.py`` covers it)."""
+    forces of 2-4 ms, a 1 ms threshold overlaps them and a 1 s one never does (it groups instead)."""
     monkeypatch.setattr(GroupCommitService, "max_in_flight", 4)
-    monkeypatch.setattr(GroupCommitService, "cohort_share", float("inf"))
     monkeypatch.setattr(GroupCommitService, "overlap_after_ns", int(overlap_after_ms * 1e6))
     recorder = ForceRecorder(monkeypatch, max_delay_s=0.004, min_delay_s=0.002)
     store = _store(tmp_path)

@@ -114,6 +114,9 @@ class MessageStoreConfig:
     memory_topic_enable: bool = False  # rmqlab: MemoryMessageStore switch
     memory_store_max_ratio: float = 0.75  # rmqlab: share of available memory memory topics may hold
     memory_store_max_bytes: int | None = None  # rmqlab: explicit threshold overriding the ratio
+    # rmqlab: in a threaded store, producers wait while dispatch (reput) is this many CommitLog
+    # bytes behind, until it is half as far behind; 0: never wait. See MessageStore.put_message.
+    max_dispatch_behind_bytes: int = 16 << 20
 
     def __post_init__(self) -> None:
         object.__setattr__(

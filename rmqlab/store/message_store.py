@@ -15,6 +15,7 @@ Services run in background threads (``threaded=True``) or only when ``step()`` i
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import struct
 import time
@@ -74,6 +75,8 @@ from rmqlab.store.services import Service, ServiceRunner, StepRunner, ThreadedRu
 from rmqlab.store.store_checkpoint import StoreCheckpoint
 from rmqlab.store.store_stats import StoreStats, StoreStatsService
 from rmqlab.store.topic_config import TopicConfig, TopicConfigManager
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from rmqlab.files.mapped_file import SelectMappedBufferResult
@@ -188,6 +191,11 @@ class MessageStore:
         self.bus = bus or EventBus()
         self.runner: ServiceRunner = ThreadedRunner() if threaded else StepRunner()
         self.threaded = threaded
+        # producers wait for a lagging dispatch (threaded only: stepped, step() dispatches)
+        self._dispatch_bound = config.max_dispatch_behind_bytes if threaded else 0
+        self._puts_unchecked = 0  # single puts since the last look at the dispatch lag
+        self._stalled_at = -1  # reput offset at which a wait gave up (reput not moving)
+        self.dispatch_waits = 0  # times producers waited for dispatch to catch up
         os.makedirs(self.root, exist_ok=True)
         # RocketMQ's constructor creates consumequeue/: cleanup's usedPercent of a missing path is
         # -1, which would read as "clean now".
@@ -564,6 +572,11 @@ class MessageStore:
                     self.stats.record_put(False, 0, 1, started)
                     return result
             self.stats.record_put(True, result.append_result.wrote_bytes, 1, started)  # type: ignore[union-attr]
+            if self._dispatch_bound:
+                n = self._puts_unchecked = self._puts_unchecked + 1
+                if n >= 64:  # a look every 64 puts: ~1 ns a put
+                    self._puts_unchecked = 0
+                    self._bound_dispatch_lag()
         else:
             self.stats.record_put(False, 0, 1, started)
         return result
@@ -584,7 +597,46 @@ class MessageStore:
         if result.status is _PUT_OK:
             result = self._after_put(result)
         self.stats.record_put(result.ok, result.wrote_bytes, len(msgs), started)
+        if self._dispatch_bound and result.status is _PUT_OK:
+            self._bound_dispatch_lag()
         return result
+
+    def _bound_dispatch_lag(self) -> None:
+        """Wait while dispatch is more than ``max_dispatch_behind_bytes`` behind, until it is
+        half as far behind (threaded store).
+
+        A put loop never blocks, so the reput thread, which does (its 1 ms wait between rounds),
+        gets the GIL back only when CPython forces a switch and it wins it over the other
+        service threads: during a 7 s put loop it dispatched ~12 % of what was put and fell
+        ~1 GB behind, so consumers saw nothing new for seconds (RocketMQ's reput, on its own
+        core, stays within a round of the writer). Waiting here hands it the GIL; the writer
+        then runs on alone for half the bound. Bursts below the bound run at full speed, and a
+        sustained stream runs at the rate of put and dispatch together, which it had anyway (the
+        backlog was dispatched later). If the reput does not move for 100 ms (it stopped at a
+        damaged record, or waits for a commit), the wait gives up until it moves again.
+        """
+        reput = self.reput
+        bound = self._dispatch_bound
+        if reput.dispatch_behind_bytes() <= bound:
+            return
+        at = reput.reput_from_offset
+        if at == self._stalled_at:
+            return  # gave up at this offset: the reput has not moved since
+        self.dispatch_waits += 1
+        self.runner.wakeup("reput")
+        target = bound >> 1
+        moved = time.monotonic()
+        arrived = reput.arrived
+        while reput.dispatch_behind_bytes() > target and self.started and not self.is_shutdown:
+            with arrived:
+                arrived.wait(0.001)
+            now_at = reput.reput_from_offset
+            if now_at != at:
+                at, moved = now_at, time.monotonic()
+            elif time.monotonic() - moved > 0.1:
+                self._stalled_at = at
+                log.debug("dispatch stalled at %d: producers go on without waiting for it", at)
+                return
 
     def _after_put(self, result: PutMessageResult) -> PutMessageResult:
         crash_point("after_append_before_dispatch")

@@ -130,6 +130,9 @@ class MessageStoreConfig:
                      "max_hash_slot_num", "max_index_num", "max_message_size"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
+        if self.max_dispatch_behind_bytes < 0:
+            bound = self.max_dispatch_behind_bytes
+            raise ConfigError(f"max_dispatch_behind_bytes must be >= 0 (0: never wait), not {bound}")
 
     # --- derived values (RocketMQ getters) ----------------------------------------------------
     @property

@@ -574,7 +574,7 @@ class MessageStore:
             self.stats.record_put(True, result.append_result.wrote_bytes, 1, started)  # type: ignore[union-attr]
             if self._dispatch_bound:
                 n = self._puts_unchecked = self._puts_unchecked + 1
-                if n >= 64:  # a look every 64 puts: ~1 ns a put
+                if n >= 64:  # a look every 64 puts: tens of ns a put
                     self._puts_unchecked = 0
                     self._bound_dispatch_lag()
         else:

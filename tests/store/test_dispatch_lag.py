@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from rmqlab import Message, MessageStore, MessageStoreConfig
+from rmqlab.errors import ConfigError
 
 BOUND = 256 << 10
 BODY = bytes(1000)
@@ -87,3 +88,8 @@ def test_a_stalled_dispatch_does_not_hold_producers(tmp_path: Path, monkeypatch:
     finally:
         monkeypatch.undo()
         store.shutdown()
+
+
+def test_a_negative_bound_is_refused() -> None:
+    with pytest.raises(ConfigError, match="max_dispatch_behind_bytes"):
+        MessageStoreConfig(max_dispatch_behind_bytes=-1)

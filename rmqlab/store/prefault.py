@@ -7,11 +7,11 @@ memory). ``CommitLog.prefault_ahead`` faults the pages ahead of the writer with
 reput service's rounds, but a thread that blocks (a timed wait, I/O, a ctypes call) gets the GIL
 back from a thread that never blocks -- a put loop -- only when CPython forces a switch, every
 5 ms (``sys.getswitchinterval``): during a stream of puts the reput ran 11-60 rounds in a
-0.3 s loop of 50,000 puts, its first round still importing modules, and the window it kept ahead
-fell tens of MiB behind the writer. Here one round is one comparison, and at most one
-``madvise`` over the pages between the pre-faulted mark and the writer plus ``prefault_bytes``
-(topped up only once the writer has used half the window, so a slow writer costs one call per
-half window and a fast one gets big calls), so the thread needs the GIL seldom and briefly.
+0.3 s loop of 50,000 puts, and the window it kept ahead fell tens of MiB behind the writer.
+Here one round is two comparisons, and at most one ``madvise`` over the pages between the
+pre-faulted mark and the writer plus ``prefault_bytes`` (topped up only once the writer has used
+half the window, so a slow writer costs one call per half window and a fast one gets big
+calls), so the thread needs the GIL seldom and briefly.
 """
 
 from __future__ import annotations

@@ -133,9 +133,9 @@ class GroupCommitService:
     machine (msync ~0.15-0.3 ms) overlapping every round costs one msync per message: 8
     producers did 7.3-8.4 k msgs/s that way against 9.3-11.1 k grouping ~4.4 requests per
     round. So a round overlaps the newest one in flight only once that one has forced for
-    ``overlap_after_ns`` (1 ms): slow disks overlap, quick ones group. (Until stop 14 a round
-    also started behind a young one once a *cohort*, half the producers waiting lately, had
-    queued: ~3.7 messages per msync with two msyncs in flight. With producers running rounds
+    ``overlap_after_ns`` (1 ms): slow disks overlap, quick ones group. (A round used to start
+    behind a young one also once a *cohort*, half the producers waiting lately, had queued:
+    ~3.7 messages per msync with two msyncs in flight. With producers running rounds
     themselves, grouping alone now does better, 4.3-4.4 messages per msync: alternating in one
     session, 3 s rows, medians of 4-8 runs, 4 producers 10.3 -> 11.2 k msgs/s, 8 producers
     13.2-13.6 -> 14.1-14.2 k, 16 producers 14.5 -> 15.1 k.) Overlapping is safe

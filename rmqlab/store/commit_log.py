@@ -357,16 +357,11 @@ class CommitLog:
 
     #: How far ahead of the writer ``prefault_ahead`` keeps the last file pre-faulted (0: off),
     #: topped up once the writer has used half of it. The pre-fault thread gets the GIL from a
-    #: put loop only when CPython forces a switch (every 5 ms) and it wins the GIL over the
-    #: other waiting service threads: in a warm store 23-27 rounds during a 0.25 s loop of 40,000
-    #: puts, ~10 ms apart. Each top-up is one ``madvise`` of half the window, which holds the
-    #: process's ``mmap_lock`` (a put thread mapping a new malloc arena waits for it): 0.25-4.5 us
-    #: per page, as the VM's memory is warm or not. 4 vs 8 vs 32 MiB, alternating with the old
-    #: reput-driven 4 MiB, 4 runs each (bench_store's put rows, 50,000 puts): put medians for
-    #: single/list/MessageBatch 164/417/382, 167/426/377 and 168/396/369 k msgs/s against
-    #: 163/402/357, the put thread's system time 0.26-0.57, 0.20-0.49 and 0.12-0.22 against
-    #: 0.48-0.79 us per message. The pages ahead are dirty zeros the writer fills soon; a writer
-    #: slower than 4 MiB per ``dirty_expire`` (30 s) has some written back as zeros first.
+    #: put loop only on CPython's forced switches (~10 ms apart in practice), and half the window
+    #: lasts the fastest puts seen (~0.6 GB/s of records) about that long; each top-up is one
+    #: ``madvise`` that holds the process's ``mmap_lock``, so the window is not made larger.
+    #: 4, 8 and 32 MiB measured alike (bench/README.md, stop 14); the pages ahead are dirty zeros
+    #: the writer fills soon.
     prefault_bytes = 8 << 20
 
     def __init__(

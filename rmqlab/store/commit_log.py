@@ -496,6 +496,15 @@ class CommitLog:
             return 0
         return done
 
+    def prefault_slack(self) -> int:
+        """Bytes the writer can still append before ``prefault_ahead`` has work again (<= 0:
+        it has now, or the last file is not pre-faulted at all)."""
+        files = self.mapped_file_queue.mapped_files
+        if not files or not self.prefault_enabled:
+            return 0
+        mf = files[-1]
+        return mf.prefaulted_position - mf.wrote_position - (self.prefault_bytes >> 1)
+
     def msg_id(self, offset: int) -> str:
         return f"{self._msg_id_prefix}{offset:016X}"
 

@@ -32,6 +32,7 @@ from rmqlab.errors import InvalidTopic
 from rmqlab.events import Dispatched, EventBus
 from rmqlab.faults import crash_point, is_armed
 from rmqlab.store.fast_walk import FastChecker, gather_dispatch_fields, property_values
+from rmqlab.store.services import NAP_MS, IdleNap
 
 if TYPE_CHECKING:
     from rmqlab.store.commit_log import CommitLog, DispatchHint
@@ -268,9 +269,12 @@ class ReputMessageService:
         self.lock = threading.Lock()
         self.arrived = threading.Condition()
         self.direct_records = 0  # records small rounds sent the direct way (no DispatchRequest)
+        self.nap = IdleNap()
 
     def interval_ms(self) -> float:
-        return 1.0
+        # RocketMQ's reput sleeps 1 ms between rounds, always; here only while there is work
+        # (an idle store's reput naps until the next put wakes it: ``IdleNap``)
+        return NAP_MS if self.nap.napping else 1.0
 
     def dispatch_behind_bytes(self) -> int:
         return max(0, self.commit_log.get_max_offset() - self.reput_from_offset)
@@ -289,6 +293,9 @@ class ReputMessageService:
         if count:
             with self.arrived:
                 self.arrived.notify_all()
+            self.nap.round(True)
+        else:  # idle only once caught up (a record it cannot pass yet keeps it polling)
+            self.nap.round(self.reput_from_offset < self.commit_log.get_max_offset())
         return count
 
     def _small_round(self) -> bool:

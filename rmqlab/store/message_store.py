@@ -264,6 +264,12 @@ class MessageStore:
         )
         # pre-faulting needs writes that go through the mapping: no pool, not read-only
         self.prefault = CommitLogPrefaultService(self.commit_log) if self.commit_log.prefault_enabled else None
+        # Services that nap while idle (``IdleNap``) and the flag their naps set: a put that
+        # finds it set wakes them (one attribute test per put otherwise).
+        self._asleep = False
+        self._naps = [(s.name, s.nap) for s in (self.prefault, self.reput) if s is not None]
+        for _name, nap in self._naps:
+            nap.on_nap = self._note_nap
         mfq = self.commit_log.mapped_file_queue
         self.group_commit: GroupCommitService | None = None
         self.flush_commit_log: FlushRealTimeService | None = None
@@ -275,9 +281,7 @@ class MessageStore:
             self.flush_commit_log = FlushRealTimeService(mfq, self.checkpoint, c, self.clock)
         self.commit_service: CommitRealTimeService | None = None
         if self.transient_store_pool is not None:
-            self.commit_service = CommitRealTimeService(
-                mfq, c, self.clock, on_committed=lambda: self.runner.wakeup("flush_commit_log")
-            )
+            self.commit_service = CommitRealTimeService(mfq, c, self.clock, on_committed=self._on_committed)
         self.flush_consume_queue = FlushConsumeQueueService(self.consume_queue_store, self.checkpoint, c, self.clock)
         self.stats = StoreStatsService(self.clock)
         self.clean_commit_log = CleanCommitLogService(self, disk_probe=self.disk_probe)
@@ -566,6 +570,8 @@ class MessageStore:
             return self.memory_store.put_message(msg)
         result = self.commit_log.put_message(msg)
         if result.status is _PUT_OK:
+            if self._asleep:
+                self._wake_naps()
             if self.group_commit is not None or self.commit_service is not None or faults._armed:
                 result = self._after_put(result)  # else it would do nothing (the async flush's hot path)
                 if result.status is not _PUT_OK:
@@ -595,11 +601,30 @@ class MessageStore:
                 )
         result = self.commit_log.put_messages(msgs)
         if result.status is _PUT_OK:
+            if self._asleep:
+                self._wake_naps()
             result = self._after_put(result)
         self.stats.record_put(result.ok, result.wrote_bytes, len(msgs), started)
         if self._dispatch_bound and result.status is _PUT_OK:
             self._bound_dispatch_lag()
         return result
+
+    def _note_nap(self) -> None:
+        self._asleep = True
+
+    def _wake_naps(self) -> None:
+        """A put into a store whose reput or pre-fault service naps: back to 1 ms polling now."""
+        self._asleep = False
+        for name, nap in self._naps:
+            if nap.wake():
+                self.runner.wakeup(name)
+
+    def _on_committed(self) -> None:
+        """The commit service moved data into the file (transient store pool): the flush runs
+        now, and a napping reput, which sees committed data only, wakes for it."""
+        self.runner.wakeup("flush_commit_log")
+        if self._asleep:
+            self._wake_naps()
 
     def _bound_dispatch_lag(self) -> None:
         """Wait while dispatch is more than ``max_dispatch_behind_bytes`` behind, until it is

@@ -29,6 +29,10 @@ Rows (targets from the speed issue; every figure also printed as a ratio to its 
 * get + decode         the same calls, every returned message decoded and the fields a consumer
                        reads read (topic, body, tags, keys, queue offset); then also the whole
                        properties dict (parsed lazily, on first access)
+* baseline decode      the plainest Python decode of the same records (``bare_decode``: one
+                       head unpack, slices, the properties split into a dict) from a ``bytes``
+                       copy of the CommitLog, positions known up front: get + decode is also
+                       printed as a ratio to it, so a slow VM shows as a slow baseline
 * query_message        by key, chain of 1 (unique key) and of 4 (key shared by 4 messages),
                        exact-key filtering included (median of single calls)
 * offset by time       ``get_offset_in_queue_by_time`` (median)
@@ -295,6 +299,54 @@ def bench_get(store: MessageStore, n: int, calls: int, decode: int) -> tuple[flo
     return calls / dt, got / dt, calls / ct, got / ct
 
 
+def bare_decode(data: bytes, pos: int) -> tuple[str, bytes, str | None, list[str], int]:
+    """The plainest Python decode of the record at ``pos`` of ``data`` (IPv4 hosts): (topic,
+    body, tags, keys, queue offset), what a consumer reads. One head unpack, body and topic
+    sliced out, the properties split into a dict."""
+    h = _HEAD_V4.unpack_from(data, pos)
+    body_at = pos + _HEAD_V4.size
+    t = body_at + h[-1]
+    p = t + 1 + data[t]
+    props = data[p + 2 : p + 2 + int.from_bytes(data[p : p + 2], "big")].decode()
+    d = dict(kv.split("\x01", 1) for kv in props.split("\x02") if kv)
+    keys = [k for k in d.get("KEYS", "").split(" ") if k]
+    return data[t + 1 : p].decode(), data[body_at:t], d.get("TAGS"), keys, h[5]
+
+
+def bench_bare_decode(store: MessageStore, n: int, calls: int) -> tuple[float, float]:
+    """Baseline for get + decode: (msgs/s wall, msgs/s thread CPU) of :func:`bare_decode` over
+    the same 32-record windows at the same random offsets as ``bench_get``, from a ``bytes``
+    copy of the CommitLog held in memory, every position known up front. No store, no queue
+    lookup, no file reference, no record object: what decoding these records costs in Python
+    on this VM in this run."""
+    rnd = random.Random(1)  # bench_get's offsets
+    offsets = [rnd.randrange(0, max(1, n - 32)) for _ in range(calls)]
+    windows = []
+    for off in offsets:
+        r = store.get_message("g", TOPIC, 0, off, 32)
+        windows.append(r.commit_log_offsets)
+        r.release()
+    files = store.commit_log.mapped_file_queue.mapped_files
+    end = store.commit_log.get_max_offset()
+    if len(files) > 1:
+        raise SystemExit("bench_bare_decode reads the first CommitLog file only: use a smaller --n")
+    with open(files[0].file_name, "rb") as f:
+        data = f.read(end)
+    decode = bare_decode
+    got = 0
+    sink: object = None
+    c0 = time.thread_time()
+    t0 = time.perf_counter()
+    for window in windows:
+        for pos in window:
+            sink = decode(data, pos)
+        got += len(window)
+    dt = time.perf_counter() - t0
+    ct = time.thread_time() - c0
+    del sink
+    return got / dt, got / ct
+
+
 def _median_us(fn: Callable[[int], object], args: list[int]) -> tuple[float, float]:
     """(wall median, thread-CPU median) in us: on a busy machine the CPU figure is the stable one."""
     wall, cpu = [], []
@@ -380,6 +432,7 @@ def main() -> None:
         get_calls, _, get_calls_cpu, _ = bench_get(store, n, calls, decode=0)
         _, dec_msgs, _, dec_msgs_cpu = bench_get(store, n, calls, decode=1)
         _, full_msgs, _, full_msgs_cpu = bench_get(store, n, calls, decode=2)
+        bare_dec = bench_bare_decode(store, n, calls)
         q1, q4, found4 = bench_query(store, n, calls)
         by_time = bench_by_time(store, n, calls)
         cq_view, cq_read = bench_cq_view(store, 20)
@@ -442,7 +495,9 @@ def main() -> None:
     row("  producer-side encode (not above)", (float("nan"), 1e6 / mb_encode_us), "msg/s", "",
         f"{mb_encode_us:.2f} us/msg thread CPU, MessageBatch.from_messages")
     row("get_message(32), lazy", (get_calls, get_calls_cpu), "calls/s", ">= 20k")
-    row("get_message(32) + decode all", (dec_msgs, dec_msgs_cpu), "msg/s", ">= 300k")
+    row("baseline: bare decode (same records)", bare_dec, "msg/s", "", "bytes in memory, positions known")
+    row("get_message(32) + decode all", (dec_msgs, dec_msgs_cpu), "msg/s", ">= 300k",
+        f"{dec_msgs / bare_dec[0]:.2f} x bare decode (cpu {dec_msgs_cpu / bare_dec[1]:.2f})")
     row("  + full properties dict", (full_msgs, full_msgs_cpu), "msg/s", "")
     row("query_message, chain 1", q1, "us median", "<= 50 us")
     row(f"query_message, chain 4 ({found4} hits)", q4, "us median", "<= 50 us")

@@ -48,3 +48,25 @@ def test_encode_append_writes_the_records_the_store_writes(tmp_path: Path) -> No
         assert got.born_host == want.born_host
         pos += got.store_size
     assert bytes(buf[pos : pos + 8]) == bytes(8)  # nothing past the last record
+
+
+def test_bare_decode_reads_what_the_store_returns(tmp_path: Path) -> None:
+    """The get + decode baseline decodes the same fields the store's get_message gives."""
+    store = MessageStore.open(str(tmp_path / "store"), bench_store._config(""), threaded=False)
+    try:
+        for m in bench_store._messages(100):
+            assert store.put_message(m).ok
+        store.step()
+        with open(store.commit_log.mapped_file_queue.mapped_files[0].file_name, "rb") as f:
+            data = f.read(store.commit_log.get_max_offset())  # not the whole sparse 1 GiB file
+        got = store.get_message("g", bench_store.TOPIC, 0, 0, 32)
+        assert len(got.messages) == 32
+        for m in got.messages:
+            assert bench_store.bare_decode(data, m.commit_log_offset) == (
+                m.topic, m.body, m.tags, m.keys, m.queue_offset)
+        got.release()
+        rate, cpu = bench_store.bench_bare_decode(store, 100, 5)
+        assert rate > 0
+        assert cpu > 0
+    finally:
+        store.shutdown()

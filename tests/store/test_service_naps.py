@@ -3,8 +3,8 @@
 An idle threaded store used to wake ~1,900 times a second; now its reput and pre-fault services
 nap (``NAP_MS`` between rounds) after ``IdleNap.after`` empty rounds, a put wakes them at once,
 and the pre-fault service paces its rounds by how fast the writer eats the window's slack.
-No timing asserts: round counts over a sleep have a bound ten times what napping gives, and a
-slow machine only lowers them.
+No timing asserts: a round count over a sleep is held to three times what napping gives (a
+sixth of what 1 ms polling gives), and a slow machine only lowers it.
 """
 
 from __future__ import annotations

@@ -265,6 +265,12 @@ def bench_put_batch(
     return (n / (t1 - t0), n / (c1 - c0)), (n / (t2 - t0), n / (c2 - c0)), encode_us
 
 
+def _get_offsets(n: int, calls: int) -> list[int]:
+    """The random queue offsets of the get rows (the same in every row and run)."""
+    rnd = random.Random(1)
+    return [rnd.randrange(0, max(1, n - 32)) for _ in range(calls)]
+
+
 def bench_get(store: MessageStore, n: int, calls: int, decode: int) -> tuple[float, float, float, float]:
     """(calls/s, messages/s) of get_message(32) at random offsets: wall, then thread CPU.
 
@@ -273,8 +279,7 @@ def bench_get(store: MessageStore, n: int, calls: int, decode: int) -> tuple[flo
     of its messages in one pass, the others return their record. 2: that plus the full ``properties`` dict
     (``MessageRecord`` parses it on first access, so this row shows what the lazy map saves).
     """
-    rnd = random.Random(1)
-    offsets = [rnd.randrange(0, max(1, n - 32)) for _ in range(calls)]
+    offsets = _get_offsets(n, calls)
     get = store.get_message
     got = 0
     sink: object = None
@@ -319,10 +324,8 @@ def bench_bare_decode(store: MessageStore, n: int, calls: int) -> tuple[float, f
     copy of the CommitLog held in memory, every position known up front. No store, no queue
     lookup, no file reference, no record object: what decoding these records costs in Python
     on this VM in this run."""
-    rnd = random.Random(1)  # bench_get's offsets
-    offsets = [rnd.randrange(0, max(1, n - 32)) for _ in range(calls)]
     windows = []
-    for off in offsets:
+    for off in _get_offsets(n, calls):
         r = store.get_message("g", TOPIC, 0, off, 32)
         windows.append(r.commit_log_offsets)
         r.release()

@@ -486,10 +486,9 @@ class CommitLog:
             return 0
         mf = files[-1]
         ahead = self.prefault_bytes
-        wrote = mf.wrote_position
-        if mf.prefaulted_position - wrote >= ahead >> 1 or ahead <= 0:
+        if self._slack(mf) >= 0 or ahead <= 0:
             return 0
-        done = mf.prefault(wrote + ahead)
+        done = mf.prefault(mf.wrote_position + ahead)
         if done < 0:
             self.prefault_enabled = False
             log.debug("commit log pre-faulting off: madvise(MADV_POPULATE_WRITE) refused on %s", mf.file_name)
@@ -502,7 +501,10 @@ class CommitLog:
         files = self.mapped_file_queue.mapped_files
         if not files or not self.prefault_enabled:
             return 0
-        mf = files[-1]
+        return self._slack(files[-1])
+
+    def _slack(self, mf: MappedFile) -> int:
+        # the window is topped up once less than half of prefault_bytes is left ahead
         return mf.prefaulted_position - mf.wrote_position - (self.prefault_bytes >> 1)
 
     def msg_id(self, offset: int) -> str:

@@ -70,3 +70,17 @@ def test_bare_decode_reads_what_the_store_returns(tmp_path: Path) -> None:
         assert cpu > 0
     finally:
         store.shutdown()
+
+
+@pytest.mark.parametrize(("batch", "encoded"), [(0, False), (8, False), (8, True)])
+def test_cpu_split_times_every_message_put_and_dispatched(tmp_path: Path, batch: int, encoded: bool) -> None:
+    # 200 messages in chunks of 64: the last chunk is partial, and a batch never spans two
+    put_us, dispatch_us = bench_store.bench_cpu_split(str(tmp_path), 200, batch, encoded, chunk=64)
+    assert put_us > 0
+    assert dispatch_us > 0
+
+
+def test_cpu_split_refuses_work_that_was_not_done(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(MessageStore, "put_message", lambda self, msg: None)  # nothing stored
+    with pytest.raises(RuntimeError, match="0 of 50 messages"):
+        bench_store.bench_cpu_split(str(tmp_path), 50, chunk=16)

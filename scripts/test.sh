@@ -4,7 +4,7 @@ set -euo pipefail
 . "$(dirname "$0")/_venv.sh" all
 . "$(dirname "$0")/_system_deps.sh"
 echo ">> ruff"
-ruff check rmqlab tests bench scripts
+ruff check rmqlab tests bench scripts notebooks
 echo ">> import layering (import-linter)"
 lint-imports
 echo ">> pytest"

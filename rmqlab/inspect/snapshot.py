@@ -98,6 +98,23 @@ class QueueFiles:
         return base, parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
+def _stores_below(path: str, entries: set[str], limit: int = 3) -> list[str]:
+    """Store roots one level below ``path`` (at most ``limit``, by name): what a user who points
+    at a broker's home, or at a folder of copied stores, most likely meant. Looks at no more
+    than 1,000 entries, so a huge directory answers at once."""
+    found: list[str] = []
+    for name in sorted(entries)[:1000]:
+        sub = os.path.join(path, name)
+        try:
+            if os.path.isdir(sub) and set(os.listdir(sub)) & set(_STORE_MARKERS):
+                found.append(sub)
+        except OSError:
+            continue  # unreadable: not a suggestion
+        if len(found) == limit:
+            break
+    return found
+
+
 class StoreSnapshot:
     """A read-only view of one store dir. Use as a context manager or call :meth:`close`.
 
@@ -123,7 +140,10 @@ class StoreSnapshot:
             raise NotAStore(self.path, "not a directory")
         entries = set(os.listdir(self.path))
         if not entries & set(_STORE_MARKERS):
-            raise NotAStore(self.path, "not a RocketMQ store (no commitlog/, consumequeue/, index/ or checkpoint)")
+            below = _stores_below(self.path, entries)
+            hint = f"; did you mean {' or '.join(below)}?" if below else ""
+            what = "not a RocketMQ store (no commitlog/, consumequeue/, index/ or checkpoint)"
+            raise NotAStore(self.path, what + hint)
         self.commit_log_files: list[MappedFile] = []
         self.consume_queues: dict[tuple[str, int], QueueFiles] = {}
         self._index_files: list[IndexFile] | None = None

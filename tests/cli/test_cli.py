@@ -169,6 +169,19 @@ def test_user_errors_exit_2_with_one_line(args: list[str], clean: str) -> None:
     assert lines[0].startswith("rmqlab: error: "), r.stderr
 
 
+def test_a_folder_holding_a_store_names_it(tmp_path: Path, clean: str) -> None:
+    # a reference scenario's layout (scenario/store/...) or a broker's home (~/store)
+    shutil.copytree(clean, tmp_path / "home" / "store")
+    (tmp_path / "home" / "logs").mkdir()
+    r = run("inspect", str(tmp_path / "home"))
+    assert r.exit_code == 2
+    assert r.stderr.strip().endswith(f"did you mean {tmp_path / 'home' / 'store'}?"), r.stderr
+    (tmp_path / "empty").mkdir()
+    r = run("inspect", str(tmp_path / "empty"))
+    assert r.exit_code == 2
+    assert "did you mean" not in r.stderr
+
+
 def test_unreadable_file_exits_2(tmp_path: Path, reference_store: Callable[[str], Path]) -> None:
     root = tmp_path / "s"
     shutil.copytree(reference_store("clean-small"), root)

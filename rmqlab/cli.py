@@ -238,6 +238,14 @@ def inspect(store: Path, hash_slot_num: int | None, index_num: int | None, as_js
         c.print("Checkpoint: missing")
 
 
+def _check_topic(topic: str) -> None:
+    """A topic name no broker accepts can only be a typo: an error (InvalidTopic, exit 2), not
+    "0 messages". Checked as a consume queue directory name, so retry/DLQ/LMQ names pass."""
+    from rmqlab.codec.names import validate_topic
+
+    validate_topic(topic, max_length=255)
+
+
 @main.command()
 @_store_options
 @click.option("--topic", help="Only this topic.")
@@ -262,6 +270,8 @@ def messages(store: Path, hash_slot_num: int | None, index_num: int | None, topi
     from rmqlab.codec.message import MessageRecord
     from rmqlab.inspect.frames import message_row
 
+    if topic is not None:
+        _check_topic(topic)
     mode = _mode(as_json, json_lines)
     damage: list[Any] = []
     rows: list[dict[str, Any]] = []
@@ -391,6 +401,11 @@ def query(store: Path, hash_slot_num: int | None, index_num: int | None, topic: 
     """
     from rmqlab import render
 
+    # an empty key is never indexed: say so rather than print "0 messages" (the hash of
+    # "topic#" may even collide with real items)
+    _check_topic(topic)
+    if not key:
+        raise click.BadParameter("must not be empty (the index holds no empty key)", param_hint="'--key'")
     mode = _mode(as_json, json_lines)
     with _open(store, hash_slot_num, index_num) as snap:
         chain = snap.index_chain(topic, key, begin, end)

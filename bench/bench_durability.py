@@ -20,6 +20,9 @@ baseline in the same run: bare 1 KiB appends into a mapping, each forced by its 
 as many threads, no store code (``x bare`` = the store's rate over it); and the plainest Python
 group commit, no store code either (``bare_group_commit``: leader/follower over one mapping;
 ``x bare gc`` = the store's rate over it): what one CPython process does at best with this disk.
+After the rows, the msync timeline of each bare group commit and store row (``msync_timeline``):
+msyncs per second, how much of the time one was under way, how long each took until its thread
+was back in Python (the GIL taken back included), and the idle gap between one and the next.
 The msync latency depends on every other process's I/O on the same file system (one ext4
 journal), so compare variants only within one session, alternating. ``x RocketMQ``: the store's
 rate over the real RocketMQ 4.9.8 store's on these machines, ~4.3 k msgs/s (1 thread) and ~14.8 k
@@ -298,16 +301,78 @@ def bare_group_commit(directory: str | None, threads: int, seconds: float) -> tu
         return n / elapsed, n / max(state[2], 1), state[3]
 
 
+@contextlib.contextmanager
+def msync_timeline() -> Iterator[list[tuple[int, int, int]]]:
+    """Record every ``fs.msync_range`` call made inside the block, the store's and the bare
+    loops' alike: ``(start ns, return ns, bytes)``. The return is when the calling thread is back
+    in Python, i.e. after the syscall *and* after it took the GIL back. ~0.3 us a call."""
+    from rmqlab.files import fs, mapped_file
+
+    real = fs.msync_range
+    events: list[tuple[int, int, int]] = []
+    now = time.perf_counter_ns
+
+    def traced(mm: mmap.mmap, addr: int, offset: int, length: int) -> None:
+        t0 = now()
+        real(mm, addr, offset, length)
+        events.append((t0, now(), length))
+
+    fs.msync_range = mapped_file.msync_range = traced  # type: ignore[assignment]
+    try:
+        yield events
+    finally:
+        fs.msync_range = mapped_file.msync_range = real  # type: ignore[assignment]
+
+
+def timeline_stats(events: list[tuple[int, int, int]]) -> dict[str, float]:
+    """What a list of msync calls says about the disk's use: calls per second, the share of the
+    time at least one was under way (``busy``), their duration (p50/p90, us), the idle ``gap``
+    from the end of one to the start of the next when none was under way (p50/p90, us), and
+    the median bytes per call."""
+    if len(events) < 2:
+        return {}
+    ev = sorted(events)
+    busy = 0
+    end = ev[0][0]
+    gaps = []
+    for t0, t1, _ in ev:
+        if t0 > end:
+            gaps.append(t0 - end)
+        if t1 > end:
+            busy += t1 - max(t0, end)
+            end = t1
+    span = end - ev[0][0]
+    durations = sorted(t1 - t0 for t0, t1, _ in ev)
+    gaps.sort()
+    sizes = sorted(n for _, _, n in ev)
+
+    def pct(xs: list[int], q: float) -> float:
+        return xs[min(len(xs) - 1, int(len(xs) * q))] / 1e3 if xs else float("nan")
+
+    return {"per_s": len(ev) / span * 1e9, "busy": busy / span, "p50": pct(durations, 0.5), "p90": pct(durations, 0.9),
+            "gap50": pct(gaps, 0.5), "gap90": pct(gaps, 0.9), "bytes": sizes[len(sizes) // 2]}  # fmt: skip
+
+
+def _timeline_row(name: str, threads: int, st: dict[str, float]) -> str:
+    if not st:
+        return f"{name:28} {threads:7}  (fewer than two msyncs)"
+    return (f"{name:28} {threads:7} {st['per_s']:9.0f} {st['busy'] * 100:9.0f}% {st['p50']:7.0f} / {st['p90']:4.0f}"
+            f" {st['gap50']:7.0f} / {st['gap90']:4.0f} {st['bytes']:9.0f}")  # fmt: skip
+
+
 def bench_sync_flush(args: argparse.Namespace) -> None:
     print(f"\n{'sync flush':28} {'threads':>7} {'msgs/s':>9} {'flushes':>8} {'msgs/flush':>10} {'cpu us/msg':>10}"
           f" {'x bare':>7} {'x bare gc':>9} {'x RocketMQ':>10}")
     results = {}
     bare = {}
+    timelines: list[str] = []
     for threads in args.threads:
         rocketmq = ROCKETMQ_SYNC_FLUSH.get(threads)
         bare[threads] = bare_sync_loop(args.dir, threads, min(args.seconds, 3.0))
         print(f"{'  bare append + msync':28} {threads:7} {bare[threads]:9.0f} {'':8} {'':10} {'':10} {1:7.2f}")
-        gc_rate, gc_per_flush, unforced = bare_group_commit(args.dir, threads, min(args.seconds, 3.0))
+        with msync_timeline() as events:
+            gc_rate, gc_per_flush, unforced = bare_group_commit(args.dir, threads, min(args.seconds, 3.0))
+        timelines.append(_timeline_row("  bare Python group commit", threads, timeline_stats(events)))
         if unforced:
             raise RuntimeError(f"bare group commit acknowledged {unforced} appends before forcing them")
         print(f"{'  bare Python group commit':28} {threads:7} {gc_rate:9.0f} {'':8} {gc_per_flush:10.1f} {'':10} "
@@ -317,7 +382,7 @@ def bench_sync_flush(args: argparse.Namespace) -> None:
                                     mapped_file_size_commit_log=256 << 20)
         body = os.urandom(1024 - 200)
         try:
-            with MessageStore.open(root, config, threaded=True) as store:
+            with MessageStore.open(root, config, threaded=True) as store, msync_timeline() as events:
                 stop = time.perf_counter() + args.seconds
                 counts = [0] * threads
 
@@ -338,6 +403,7 @@ def bench_sync_flush(args: argparse.Namespace) -> None:
                 elapsed = time.perf_counter() - t0
                 cpu = time.process_time() - c0  # every thread: producers, group commit, reput...
                 flushes = store.group_commit.flushes if store.group_commit else 0
+                timelines.append(_timeline_row("  store, group commit", threads, timeline_stats(events)))
             n = max(sum(counts), 1)
             rate = sum(counts) / elapsed
             results[threads] = rate
@@ -351,6 +417,12 @@ def bench_sync_flush(args: argparse.Namespace) -> None:
         lo, hi = min(results), max(results)
         print(f"group commit: {hi} threads / {lo} thread = {results[hi] / results[lo]:.2f}x "
               "(RocketMQ 4.9.8: ~4.3 k and ~14.8 k msgs/s)")
+    print(f"\n{'msync timeline':28} {'threads':>7} {'msyncs/s':>9} {'disk busy':>10} {'msync p50/p90 us':>16}"
+          f" {'gap p50/p90 us':>14} {'bytes p50':>9}")
+    for line in timelines:
+        print(line)
+    print("msync: call to return, the GIL taken back included; gap: from the end of one msync to the start of"
+          " the next, when none was under way")
 
 
 def bench_reput_rounds(args: argparse.Namespace, rounds: int = 1500, runs: int = 5) -> None:

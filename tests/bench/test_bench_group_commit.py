@@ -61,3 +61,33 @@ def test_the_bare_loop_forces_every_append_on_its_own(tmp_path: Path, msyncs: li
     assert rate > 0
     ends = sorted(end for _, end in msyncs)
     assert ends == [1024 * (i + 1) for i in range(len(ends))]  # one msync per append, none skipped
+
+
+def test_timeline_counts_busy_time_and_gaps_once_where_msyncs_overlap() -> None:
+    us = 1_000
+    # 0-100 and 50-150 overlap (busy 150), idle 150-200 (a gap of 50), 200-300 alone; sizes
+    events = [(50 * us, 150 * us, 8192), (0, 100 * us, 4096), (200 * us, 300 * us, 4096)]
+    st = bench_durability.timeline_stats(events)
+    assert st["busy"] == pytest.approx(250 / 300)
+    assert st["gap50"] == pytest.approx(50)
+    assert st["per_s"] == pytest.approx(3 / 300e-6)
+    assert st["p50"] == pytest.approx(100)
+    assert st["bytes"] == 4096
+    assert bench_durability.timeline_stats(events[:1]) == {}
+
+
+def test_timeline_sees_the_stores_msyncs_and_puts_the_real_call_back(tmp_path: Path) -> None:
+    from rmqlab import Message, MessageStore, MessageStoreConfig
+    from rmqlab.files import mapped_file
+
+    real = fs.msync_range
+    root = str(tmp_path / "s")
+    config = MessageStoreConfig(store_path_root_dir=root, flush_disk_type="SYNC_FLUSH",
+                                mapped_file_size_commit_log=1 << 20)  # fmt: skip
+    with MessageStore.open(root, config, threaded=False) as store, bench_durability.msync_timeline() as events:
+        for _ in range(3):
+            assert store.put_message(Message("T", b"x" * 100)).ok
+    assert len(events) >= 3
+    assert all(t1 >= t0 and n > 0 for t0, t1, n in events)
+    assert fs.msync_range is real
+    assert mapped_file.msync_range is real

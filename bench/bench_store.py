@@ -37,6 +37,9 @@ Rows (targets from the speed issue; every figure also printed as a ratio to its 
                        exact-key filtering included (median of single calls)
 * offset by time       ``get_offset_in_queue_by_time`` (median)
 * CQ numpy view        ``ConsumeQueue.units()`` and all three columns converted to native ints
+* CPU budget           last, the CPU per message of put and of dispatch apart (``bench_cpu_split``,
+                       a stepped store) for single puts, lists and MessageBatches, against what
+                       each put target leaves for both: a threaded store runs both on one GIL
 
 Nothing here asserts; it prints. Take the best of a few runs on a quiet machine.
 """

@@ -41,12 +41,18 @@ class LoadError:
     file: str
     actual_size: int
     expected_size: int
+    #: the one length every file of the directory has, when there are several and they agree:
+    #: most likely a store written with that mapped file size, not damage
+    uniform_size: int | None = None
 
     def __str__(self) -> str:
-        return (
+        text = (
             f"{self.file}: length {self.actual_size} does not match the configured mapped file "
             f"size {self.expected_size}"
         )
+        if self.uniform_size is not None:
+            text += f" (every file here is {self.uniform_size:,} bytes)"
+        return text
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +150,9 @@ class MappedFileQueue:
             if length != self.mapped_file_size and not (
                 self.read_only and last and length < self.mapped_file_size
             ):
-                self.load_error = LoadError(entry.path, length, self.mapped_file_size)
+                sizes = {e.stat().st_size for e in candidates}
+                uniform = length if len(candidates) > 1 and len(sizes) == 1 else None
+                self.load_error = LoadError(entry.path, length, self.mapped_file_size, uniform)
                 for mf in loaded:
                     mf.close()
                 return False

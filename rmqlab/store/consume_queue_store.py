@@ -26,6 +26,7 @@ import numpy as np
 
 from rmqlab.errors import InvalidTopic
 from rmqlab.events import EventBus
+from rmqlab.files.mapped_file_queue import LoadError
 from rmqlab.store.consume_queue import ConsumeQueue
 
 __all__ = ["ConsumeQueueStore"]
@@ -60,7 +61,7 @@ class ConsumeQueueStore:
         self.bus = bus
         self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
         self.skipped: list[tuple[str, str]] = []  # (path, reason) of dirs load() ignored
-        self.load_error = ""  # why load() returned False: the file and its sizes
+        self.load_error: LoadError | str = ""  # why load() returned False: the file and its sizes
         self._lock = threading.Lock()
 
     def _new_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
@@ -129,7 +130,7 @@ class ConsumeQueueStore:
                     break
                 assert cq is not None
                 if not cq.load():
-                    self.load_error = str(cq.mapped_file_queue.load_error or queue_dir)
+                    self.load_error = cq.mapped_file_queue.load_error or queue_dir
                     return False
         return True
 

@@ -168,6 +168,15 @@ class _StoreTimeReader:
             mf.release()
 
 
+def _size_hint(err: object, field: str) -> str:
+    """What to set when every file of a directory has one length the config does not expect
+    (the usual cause: a store written with another size opened with the defaults)."""
+    size = getattr(err, "uniform_size", None)
+    if size is None:
+        return ""
+    return f"; a store written with that size opens with MessageStoreConfig({field}={size})"
+
+
 class MessageStore:
     """A RocketMQ store directory opened for writing. Use :meth:`open`.
 
@@ -343,10 +352,12 @@ class MessageStore:
             return False
         self.last_exit_ok = not self.abort_file.exists()
         if not self.commit_log.load():
-            self.load_error = f"commit log: {getattr(self.commit_log.mapped_file_queue, 'load_error', '')}"
+            err = getattr(self.commit_log.mapped_file_queue, "load_error", "")
+            self.load_error = f"commit log: {err}{_size_hint(err, 'mapped_file_size_commit_log')}"
             return False
         if not self.consume_queue_store.load():
-            self.load_error = f"consume queue: {self.consume_queue_store.load_error}"
+            err = self.consume_queue_store.load_error
+            self.load_error = f"consume queue: {err}{_size_hint(err, 'mapped_file_size_consume_queue')}"
             return False
         if not self.index_service.load(self.last_exit_ok):
             self.load_error = "index files failed to load"

@@ -93,6 +93,27 @@ def test_load_rejects_size_mismatch_with_reason(qdir) -> None:
     assert q.mapped_files == []
 
 
+def test_load_error_names_the_size_every_file_shares(qdir) -> None:
+    # a store written with another mapped file size: not damage, and the error says what size
+    _make_dir(qdir, [0, 2 * SIZE, 4 * SIZE], size=2 * SIZE)
+    q = MappedFileQueue(str(qdir), SIZE)
+    assert q.load() is False
+    assert q.load_error.uniform_size == 2 * SIZE
+    assert str(q.load_error).endswith(f"(every file here is {2 * SIZE:,} bytes)")
+
+
+def test_load_error_guesses_no_size_from_one_file_or_mixed_lengths(qdir) -> None:
+    _make_dir(qdir, [0], size=SIZE - 20)  # one damaged file: its length says nothing
+    q = MappedFileQueue(str(qdir), SIZE)
+    assert q.load() is False
+    assert q.load_error.uniform_size is None
+    assert "every file" not in str(q.load_error)
+    _make_dir(qdir, [SIZE])  # and a good one after it: two lengths
+    q = MappedFileQueue(str(qdir), SIZE)
+    assert q.load() is False
+    assert q.load_error.uniform_size is None
+
+
 def test_load_deletes_zero_length_last_file(qdir) -> None:
     _make_dir(qdir, [0])
     _make_dir(qdir, [SIZE], size=0)

@@ -618,6 +618,22 @@ def test_opening_a_file_is_not_a_store(tmp_path: Path) -> None:
     assert f.read_bytes() == b"hello"
 
 
+def test_a_store_of_other_file_sizes_says_which_config_opens_it(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    small = MessageStoreConfig(mapped_file_size_commit_log=4096, mapped_file_size_consume_queue=20 * 8)
+    with MessageStore.open(root, small, threaded=False) as store:
+        for i in range(40):  # ~8 commit log files, several consume queue files
+            assert store.put_message(Message("T", b"x" * 100, keys=[f"k{i}"])).ok
+        store.step()
+    with pytest.raises(NotAStore, match=r"MessageStoreConfig\(mapped_file_size_commit_log=4096\)"):
+        MessageStore.open(root, threaded=False)
+    wrong_cq = small.with_(mapped_file_size_consume_queue=20 * 16)
+    with pytest.raises(NotAStore, match=r"MessageStoreConfig\(mapped_file_size_consume_queue=160\)"):
+        MessageStore.open(root, wrong_cq, threaded=False)
+    with MessageStore.open(root, small, threaded=False) as store:  # the refusals left it as it was
+        assert store.get_max_offset_in_queue("T", 0) == 40
+
+
 # ------------------------------------------------------------------------------------------ default sizes
 def _sparse_supported(d: Path) -> bool:
     p = d / "probe"

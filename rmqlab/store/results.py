@@ -24,9 +24,10 @@ from rmqlab.codec.message import (
     _RecordBuilder,
     _unpack_v4v4_raw_hosts,
 )
+from rmqlab.errors import CorruptRecord
 
 if TYPE_CHECKING:
-    from rmqlab.files.mapped_file import SelectMappedBufferResult
+    from rmqlab.files.mapped_file import MappedFile, SelectMappedBufferResult
 
 __all__ = [
     "AppendMessageResult",
@@ -217,11 +218,22 @@ class StoredMessage:
                 if rec is not None:
                     return rec
             buf = self.buffer
-            rec = _decode(buf, 0, len(buf), False, True, None)  # decode_message(buf), one call less
+            try:
+                rec = _decode(buf, 0, len(buf), False, True, None)  # decode_message(buf), one call less
+            except CorruptRecord as e:
+                raise self._located(e) from None
             if type(rec) is not MessageRecord:
                 raise TypeError(f"no message at commit log offset {self.commit_log_offset}")
             self._record = rec
         return rec
+
+    def _located(self, e: CorruptRecord) -> CorruptRecord:
+        """``e`` (found in this record's own bytes, so at offsets from its start) naming the
+        CommitLog file and the position in it, as a person looking for the damage needs."""
+        mf = getattr(self._selection, "mapped_file", None)
+        if mf is None or self.commit_log_offset < 0:
+            return e  # a memory-topic message: no file holds it
+        return e.with_file(mf.file_name, self.commit_log_offset - mf.file_from_offset)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.decode(), name)
@@ -388,6 +400,10 @@ class SharedSelection:
         self.start = selection.start_offset
         self.end = selection.start_offset + selection.size
         self._refs = 1  # the creator's; dropped with release() when it stops adding messages
+
+    @property
+    def mapped_file(self) -> MappedFile:
+        return self._selection.mapped_file
 
     def acquire(self) -> None:
         self._refs += 1

@@ -17,7 +17,7 @@ import pytest
 from rmqlab.clock import ManualClock
 from rmqlab.codec.walk import check_message_and_return_size
 from rmqlab.config import MessageStoreConfig
-from rmqlab.errors import RmqlabError
+from rmqlab.errors import CorruptRecord, RmqlabError
 from rmqlab.store.message import Message
 from rmqlab.store.message_store import MessageStore
 from rmqlab.testing import damage
@@ -269,3 +269,24 @@ def test_zero_length_middle_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(RmqlabError, match=str(files[0])):
         MessageStore.open(str(tmp_path), config, threaded=False)
     assert os.path.exists(files[0])
+
+
+def test_a_get_of_a_record_damaged_after_recovery_names_its_file_and_position(tmp_path: Path) -> None:
+    # A clean shutdown: normal recovery walks the last files only, so damage in an early file
+    # stays; its consume queue unit still points at it and the consumer's decode must say where
+    config, acks = _write(tmp_path, n=1500)
+    assert acks[-1].offset >= 4 * CL  # five files at least: the second is not among the last three
+    victim = next(a for a in acks if CL <= a.offset < 2 * CL)  # a record of the second file
+    path, pos = _cl_file(tmp_path, victim.offset)
+    damage.set_bytes(path, pos + 4, b"\x00\x00\x00\x00")  # MAGICCODE
+    store = MessageStore.open(str(tmp_path), config, clock=ManualClock(1_790_100_000_000), threaded=False)
+    try:
+        with store.get_message("g", victim.topic, victim.queue_id, victim.queue_offset, 1) as got:
+            (m,) = got.messages
+            with pytest.raises(CorruptRecord, match="bad_magic") as info:
+                m.decode()
+    finally:
+        store.shutdown()
+    assert info.value.file == str(path)
+    assert info.value.offset == pos
+    assert f"{path} at offset {pos}" in str(info.value)

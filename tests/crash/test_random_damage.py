@@ -1,0 +1,124 @@
+"""Random damage to a real RocketMQ store never ends in a traceback.
+
+Copies of the reference stores get 1-4 random injuries each (flipped bits, zeroed runs,
+truncations, appended garbage, deleted files; seeded, so a failure replays). Then every CLI
+command runs on the copy and answers with a result, findings or one ``rmqlab: error:`` line,
+and ``MessageStore.open`` either opens it (then answers gets, queries and a put; a damaged
+record a get returns fails its decode with the CommitLog file and position) or refuses with an
+:class:`~rmqlab.errors.RmqlabError` that names the file. The same process found no
+traceback in 310 + 300 copies by hand; these seeds keep that true.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from rmqlab.cli import main
+from rmqlab.config import MessageStoreConfig
+from rmqlab.errors import CorruptRecord, RmqlabError
+from rmqlab.store.message import Message
+from rmqlab.store.message_store import MessageStore
+from rmqlab.testing import damage
+
+SEEDS = range(12)
+
+
+def _injure(root: Path, rng: random.Random) -> list[tuple[str, str]]:
+    """1-4 random injuries to the files under ``root``; what was done, for the failure message."""
+    done: list[tuple[str, str]] = []
+    for _ in range(rng.randint(1, 4)):
+        files = sorted(p for p in root.rglob("*") if p.is_file())
+        if not files:
+            break
+        path = rng.choice(files)
+        size = path.stat().st_size
+        how = rng.choice(["flip", "flip", "zero", "truncate", "garbage", "delete"])
+        done.append((str(path.relative_to(root)), how))
+        if how == "delete":
+            path.unlink()
+        elif how == "flip" and size:
+            for _ in range(rng.randint(1, 8)):
+                damage.flip_bit(path, rng.randrange(size), rng.randrange(8))
+        elif how == "zero" and size:
+            start = rng.randrange(size)
+            damage.zero_range(path, start, min(size, start + rng.randint(1, 4096)))
+        elif how == "truncate":
+            damage.truncate_file(path, rng.randrange(size + 1))
+        elif how == "garbage":
+            with open(path, "ab") as f:
+                f.write(rng.randbytes(rng.randint(1, 5000)))
+    return done
+
+
+@pytest.fixture(params=["clean-small", "crash-tail"])
+def scenario(request: pytest.FixtureRequest, reference_store: Callable[[str], Path],
+             reference_manifest: Callable[[str], dict[str, Any]]) -> tuple[Path, dict[str, Any]]:
+    return reference_store(request.param), reference_manifest(request.param)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_cli_answers_every_damaged_copy(tmp_path: Path, scenario: tuple[Path, dict[str, Any]], seed: int) -> None:
+    source, _ = scenario
+    root = tmp_path / "store"
+    shutil.copytree(source, root)
+    injuries = _injure(root, random.Random(seed))
+    s = str(root)
+    for args in (["inspect", s, "--json"], ["messages", s, "--json"], ["verify", s, "--json"],
+                 ["cq", s, "TopicA", "0", "--json"], ["index", s, "--json"], ["recover", s, "--json"],
+                 ["cleanup", s, "--json"], ["query", s, "--topic", "TopicA", "--key", "k-42-0-0", "--json"],
+                 ["get", s, "--offset", "0", "--json"]):  # fmt: skip
+        r = CliRunner().invoke(main, args)
+        where = (injuries, args[0], r.exit_code, r.stderr[-400:])
+        assert r.exception is None or isinstance(r.exception, SystemExit), (*where, repr(r.exception))
+        assert r.exit_code in (0, 1, 2), where
+        if r.exit_code == 2:
+            assert r.stderr.startswith("rmqlab: error: "), where
+            assert r.stdout == "", where
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_store_opens_or_refuses_every_damaged_copy(tmp_path: Path, scenario: tuple[Path, dict[str, Any]],
+                                                   seed: int) -> None:
+    source, manifest = scenario
+    root = tmp_path / "store"
+    shutil.copytree(source, root)
+    injuries = _injure(root, random.Random(1000 + seed))
+    c = manifest["messageStoreConfig"]
+    config = MessageStoreConfig(
+        store_path_root_dir=str(root), mapped_file_size_commit_log=c["mappedFileSizeCommitLog"],
+        mapped_file_size_consume_queue=c["mappedFileSizeConsumeQueue"], max_hash_slot_num=c["maxHashSlotNum"],
+        max_index_num=c["maxIndexNum"], file_reserved_time=c["fileReservedTime"], store_host=manifest["storeHost"],
+    )  # fmt: skip
+    refused = ""
+    try:
+        store = MessageStore.open(root, config, threaded=False)
+    except RmqlabError as e:
+        refused = str(e)
+    if refused:  # the message names a file of the store
+        assert os.fspath(root) in refused, (injuries, refused)
+        return
+    try:
+        for topic in ("TopicA", "TopicB"):
+            for queue_id in range(4):
+                with store.get_message("g", topic, queue_id, 0, 32) as got:
+                    for m in got.messages:
+                        bad = ""
+                        try:
+                            m.decode()
+                        except CorruptRecord as e:  # damage recovery did not walk: named where it is
+                            bad = str(e)
+                        assert not bad or os.fspath(root / "commitlog") in bad, (injuries, bad)
+                store.get_offset_in_queue_by_time(topic, queue_id, 1_795_342_856_164)
+        store.query_message("TopicA", "k-42-0-0", 32, 0, 2**62)
+        assert store.put_message(Message("TopicA", b"after the damage", keys=["x"])).ok, injuries
+        store.step()
+    finally:
+        store.shutdown()

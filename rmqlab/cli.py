@@ -176,6 +176,13 @@ def _warn_damage(damage: list[Any]) -> None:
                    f"{' (' + d.detail + ')' if d.detail else ''}; walk of that file stopped", err=True)
 
 
+def _warn_short_index(snap: Any) -> None:
+    """Index files too short for their layout are skipped by every index command: say which."""
+    for path, size in snap.index_short:
+        click.echo(f"rmqlab: warning: index/{os.path.basename(path)} is {size} bytes, shorter than its layout; "
+                   "skipped (rmqlab verify reports it)", err=True)
+
+
 def _body(rec: Any, body: str) -> dict[str, Any]:
     d: dict[str, Any] = rec.to_dict(body="hex" if body == "hex" else "none")
     if body == "text":
@@ -408,6 +415,7 @@ def query(store: Path, hash_slot_num: int | None, index_num: int | None, topic: 
         raise click.BadParameter("must not be empty (the index holds no empty key)", param_hint="'--key'")
     mode = _mode(as_json, json_lines)
     with _open(store, hash_slot_num, index_num) as snap:
+        _warn_short_index(snap)
         chain = snap.index_chain(topic, key, begin, end)
         hits = chain[chain.hash_matches & chain.time_in_window]
         matches, collisions = [], []
@@ -453,6 +461,7 @@ def index(store: Path, hash_slot_num: int | None, index_num: int | None, file: s
 
     mode = _mode(as_json, json_lines)
     with _open(store, hash_slot_num, index_num) as snap:
+        _warn_short_index(snap)
         if chain:
             df, title = snap.index_chain(*chain), f"Chain of {chain[0]}#{chain[1]} (newest file first)"
         elif file:

@@ -205,20 +205,26 @@ class StoreSnapshot:
                 if n.isdigit() and os.path.isfile(os.path.join(self.index_dir, n))
             ]
         self.index_error = ""
+        #: index files shorter than their layout (torn or truncated): never opened, reported
+        self.index_short: list[tuple[str, int]] = []
+        sizes = {p: os.path.getsize(p) for p in self.index_paths}
         if hash_slot_num and index_num:
             self.hash_slot_num, self.index_num = hash_slot_num, index_num
-            return
-        self.hash_slot_num, self.index_num = INDEX_PRESETS[0]
-        sizes = {os.path.getsize(p) for p in self.index_paths}
-        for slots, items in INDEX_PRESETS:
-            if sizes and sizes <= {index_file_size(slots, items)}:
-                self.hash_slot_num, self.index_num = slots, items
+        else:
+            # the known layout most files have: one damaged file must not hide the others
+            self.hash_slot_num, self.index_num = INDEX_PRESETS[0]
+            votes = [sum(size == index_file_size(*preset) for size in sizes.values()) for preset in INDEX_PRESETS]
+            if max(votes) > 0:
+                self.hash_slot_num, self.index_num = INDEX_PRESETS[votes.index(max(votes))]
+            elif any(sizes.values()):
+                self.index_error = (
+                    f"index file size(s) {sorted(set(sizes.values()))} match no known layout (40 + slots*4 + "
+                    f"items*20 for {' or '.join(f'{s}/{n}' for s, n in INDEX_PRESETS)}): "
+                    "pass hash_slot_num and index_num"
+                )
                 return
-        if sizes:
-            self.index_error = (
-                f"index file size(s) {sorted(sizes)} match no known layout (40 + slots*4 + items*20 for "
-                f"{' or '.join(f'{s}/{n}' for s, n in INDEX_PRESETS)}): pass hash_slot_num and index_num"
-            )
+        expected = index_file_size(self.hash_slot_num, self.index_num)
+        self.index_short = [(p, n) for p, n in sizes.items() if 0 < n < expected]
 
     # ------------------------------------------------------------------ commit log
     @property
@@ -330,15 +336,17 @@ class StoreSnapshot:
         return Checkpoint.unpack(raw) if len(raw) == CHECKPOINT_DATA_SIZE else None
 
     def index_files_opened(self) -> list[IndexFile]:
-        """Every index file as a read-only ``IndexFile`` (oldest first); ConfigError if sizes are unknown."""
+        """Every index file as a read-only ``IndexFile`` (oldest first), except the empty ones and those
+        shorter than the layout (:attr:`index_short`); ConfigError if the layout is unknown."""
         if self.index_error:
             raise ConfigError(self.index_error)
         if self._index_files is None:
             from rmqlab.store.index_file import IndexFile
 
+            short = {p for p, _ in self.index_short}
             self._index_files = []
             for p in self.index_paths:
-                if os.path.getsize(p):
+                if os.path.getsize(p) and p not in short:
                     self._index_files.append(IndexFile(p, self.hash_slot_num, self.index_num, read_only=True))
         return self._index_files
 

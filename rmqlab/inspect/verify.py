@@ -36,7 +36,7 @@ import numpy as np
 
 from rmqlab.codec.consume_queue_unit import CQ_STORE_UNIT_SIZE, MAX_ADDR
 from rmqlab.codec.flags import SCHEDULE_TOPIC, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
-from rmqlab.codec.index_layout import HASH_SLOT_SIZE, INDEX_HEADER_SIZE, INDEX_SIZE
+from rmqlab.codec.index_layout import HASH_SLOT_SIZE, INDEX_HEADER_SIZE, INDEX_SIZE, index_file_size
 from rmqlab.codec.names import parse_offset_file_name
 from rmqlab.inspect.frames import index_items
 
@@ -184,6 +184,10 @@ def _check_layout(snap: StoreSnapshot) -> Iterator[Finding]:
     if snap.index_error:
         yield Finding("warning", "index_layout_unknown", "index", 0, snap.index_error + "; index not checked")
         return
+    for path, size in snap.index_short:
+        yield Finding("error", "file_size_mismatch", os.path.relpath(path, snap.path), 0,
+                      f"index file is {size} bytes, expected {index_file_size(snap.hash_slot_num, snap.index_num)}"
+                      " (too short to read: not checked)")
     for f in snap.index_files_opened():
         rel = os.path.relpath(f.file_name, snap.path)
         if f.mapped_file.mapped_length != f.file_size:

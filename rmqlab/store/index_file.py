@@ -64,7 +64,8 @@ class ChainStep:
 
     ``time`` is the reconstructed store time ``begin_timestamp + time_diff * 1000`` that queries
     compare against; ``stop`` is empty unless the walk ends after this item, then it names the
-    rule: ``end_of_chain`` (prev = 0), ``prev_out_of_range``, ``self_loop`` or ``before_begin``.
+    rule: ``end_of_chain`` (prev = 0), ``prev_out_of_range``, ``self_loop``, ``before_begin``, or
+    ``cycle`` (prev is an item already visited: a damaged file; RocketMQ's walk would go round it).
     """
 
     item: int
@@ -404,7 +405,21 @@ class IndexFile:
             item_base = self._item_base
             begin_ts = self._begin_timestamp
             limit = len(buf) - INDEX_SIZE
+            # A sound chain only goes back (prev < n). Past a step forward (a damaged file) the
+            # items are remembered: back at one, RocketMQ's loop would go round the cycle for
+            # ever, appending its matches until max_num; that is answered at once (and a cycle
+            # without matches, where Java would spin, ends the walk).
+            seen: dict[int, int] | None = None
+            took: list[int | None] = []
             while len(phy_offsets) < max_num:
+                if seen is not None:
+                    first = seen.get(n)
+                    if first is not None:
+                        lap = [o for o in took[first:] if o is not None]
+                        while lap and len(phy_offsets) < max_num:
+                            phy_offsets.extend(lap[: max_num - len(phy_offsets)])
+                        break
+                    seen[n] = len(took)
                 pos = item_base + n * INDEX_SIZE
                 if pos > limit:  # a short read-only file: Java's getInt would throw and log
                     break
@@ -412,10 +427,15 @@ class IndexFile:
                 if diff < 0:
                     break
                 t = begin_ts + diff * 1000
-                if h == key_hash and begin <= t <= end:
+                hit = h == key_hash and begin <= t <= end
+                if hit:
                     phy_offsets.append(phy)
+                if seen is not None:
+                    took.append(phy if hit else None)
                 if prev <= INVALID_INDEX or prev > count or prev == n or t < begin:
                     break
+                if prev > n and seen is None:
+                    seen = {}
                 n = prev
         finally:
             self._mapped.release()
@@ -444,15 +464,17 @@ class IndexFile:
         if n <= INVALID_INDEX or n > count or count <= 1:
             return
         limit = len(buf) - INDEX_SIZE
+        visited: set[int] = set()
         while True:
             pos = self._item_base + n * INDEX_SIZE
             if pos > limit:
                 break
+            visited.add(n)
             h, phy, diff, prev = _ITEM.unpack_from(buf, pos)
             if diff < 0:
                 break
             t = self._begin_timestamp + diff * 1000
-            stop = _stop_reason(n, prev, count, t, begin)
+            stop = _stop_reason(n, prev, count, t, begin) or ("cycle" if prev in visited else "")
             matches = h == key_hash
             steps.append(ChainStep(n, h, phy, diff, prev, matches, begin <= t <= end, t, stop))
             if stop:

@@ -185,6 +185,29 @@ def test_a_folder_holding_a_store_names_it(tmp_path: Path, clean: str) -> None:
     assert "did you mean" not in r.stderr
 
 
+@pytest.mark.parametrize("sizes", [[], ["--hash-slot-num", "64", "--index-num", "256"]])
+def test_a_short_index_file_is_skipped_with_a_warning(tmp_path: Path, clean: str, sizes: list[str]) -> None:
+    # one torn index file must neither hide the others (layout detection) nor crash a reader
+    root = tmp_path / "s"
+    shutil.copytree(clean, root)
+    first, *rest = sorted((root / "index").iterdir())
+    os.truncate(first, 21)
+    listed = js("index", str(root), *sizes, "--json")
+    assert [r["name"] for r in listed] == [p.name for p in rest]
+    r = run("index", str(root), *sizes)
+    assert r.exit_code == 0
+    assert f"rmqlab: warning: index/{first.name} is 21 bytes, shorter than its layout" in r.stderr
+    for args in (["index", str(root), *sizes, "--chain", "TopicA", "k-42-0-0"],
+                 ["query", str(root), *sizes, "--topic", "TopicA", "--key", "k-42-0-0"]):  # fmt: skip
+        r = run(*args)
+        assert r.exit_code == 0, r.output
+    r = run("verify", str(root), *sizes, "--json")
+    assert r.exit_code == 1
+    found = json.loads(r.stdout)["findings"]
+    assert [(f["kind"], f["file"]) for f in found if f["severity"] == "error"] == [
+        ("file_size_mismatch", f"index/{first.name}")]
+
+
 def test_unreadable_file_exits_2(tmp_path: Path, reference_store: Callable[[str], Path]) -> None:
     root = tmp_path / "s"
     shutil.copytree(reference_store("clean-small"), root)

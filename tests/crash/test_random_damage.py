@@ -29,6 +29,7 @@ from rmqlab.store.message_store import MessageStore
 from rmqlab.testing import damage
 
 SEEDS = range(12)
+SMALL_INDEX = ["--hash-slot-num", "64", "--index-num", "256"]  # the reference stores' index layout
 
 
 def _injure(root: Path, rng: random.Random) -> list[tuple[str, str]]:
@@ -74,7 +75,10 @@ def test_cli_answers_every_damaged_copy(tmp_path: Path, scenario: tuple[Path, di
     for args in (["inspect", s, "--json"], ["messages", s, "--json"], ["verify", s, "--json"],
                  ["cq", s, "TopicA", "0", "--json"], ["index", s, "--json"], ["recover", s, "--json"],
                  ["cleanup", s, "--json"], ["query", s, "--topic", "TopicA", "--key", "k-42-0-0", "--json"],
-                 ["get", s, "--offset", "0", "--json"]):  # fmt: skip
+                 ["get", s, "--offset", "0", "--json"],
+                 # the layout given: damaged index files are read, not refused by layout detection
+                 ["index", s, *SMALL_INDEX, "--json"], ["index", s, *SMALL_INDEX, "--chain", "TopicA", "k-42-0-0"],
+                 ["query", s, *SMALL_INDEX, "--topic", "TopicB", "--key", "k-42-0-1"]):  # fmt: skip
         r = CliRunner().invoke(main, args)
         where = (injuries, args[0], r.exit_code, r.stderr[-400:])
         assert r.exception is None or isinstance(r.exception, SystemExit), (*where, repr(r.exception))

@@ -228,6 +228,32 @@ def test_damaged_chain_self_loop_stops(tmp_path: Path) -> None:
     f.shutdown()
 
 
+def _item_field(f: IndexFile, item: int, at: int, value: int) -> None:
+    """Set the int at byte ``at`` of item ``item`` (0 key hash, 12 time diff, 16 prev)."""
+    struct.pack_into(">i", f.mapped_file.buffer, 40 + 8 * 4 + item * 20 + at, value)
+
+
+@pytest.mark.timeout(10)
+def test_damaged_chain_cycle_answers_as_rocketmq_would_without_spinning(tmp_path: Path) -> None:
+    # the k1 slot's chain is 4 (k9) -> 3 (k1, 1374) -> 1 (k1, 1000); item 1's prev -> 4 closes
+    # a cycle. RocketMQ goes round it appending the k1 items until max_num, and so do we
+    f = IndexFile(_name(tmp_path), 8, 5)
+    for p in GOLDEN_15_PUTS:
+        f.put_key(*p)
+    _item_field(f, 1, 16, 4)
+    assert _query(f, "TopicTest#k1", max_num=5) == [1374, 1000, 1374, 1000, 1374]
+    assert _query(f, "TopicTest#k1", max_num=2) == [1374, 1000]
+    assert _query(f, "TopicTest#k9", max_num=3) == [1561, 1561, 1561]
+    steps = f.walk_chain("TopicTest#k1")
+    assert [(s.item, s.stop) for s in steps] == [(4, ""), (3, ""), (1, "cycle")]
+    # a cycle with no item of the key: Java's loop would spin for ever; the walk ends, empty
+    _item_field(f, 3, 0, 12345)
+    _item_field(f, 1, 0, 12345)
+    assert _query(f, "TopicTest#k1") == []
+    assert f.walk_chain("TopicTest#k1")[-1].stop == "cycle"
+    f.shutdown()
+
+
 # --- events, read-only, lifecycle -----------------------------------------------------------------
 
 

@@ -162,6 +162,8 @@ def test_damaged_store_is_findings_not_traceback(tmp_path: Path, reference_store
     ["cleanup", "{clean}", "--plan", "--now", "yesterday"],
     ["messages", "{clean}", "--json", "--json-lines"],
     ["inspect", "{clean}", "--hash-slot-num", "64"],
+    ["index", "{clean}", "--hash-slot-num", "32", "--index-num", "256"],  # a layout the files do not have
+    ["query", "{clean}", "--hash-slot-num", "100", "--index-num", "256", "--topic", "TopicA", "--key", "k"],
 ])
 def test_user_errors_exit_2_with_one_line(args: list[str], clean: str) -> None:
     r = run(*[a.replace("{clean}", clean) for a in args])

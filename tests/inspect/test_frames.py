@@ -177,3 +177,16 @@ def test_index_layout_must_be_known(tmp_path: Path, reference_store: Callable[[s
         assert any(f.kind == "index_layout_unknown" for f in snap.verify())
     with open_snapshot(dst, hash_slot_num=64, index_num=257) as snap:
         assert len(snap.index_files()) == 6
+
+
+def test_a_layout_no_file_has_is_refused_with_the_one_that_fits(reference_store: Callable[[str], Path]) -> None:
+    from rmqlab.errors import ConfigError
+
+    with open_snapshot(reference_store("clean-small"), hash_slot_num=32, index_num=256) as snap:
+        assert "they fit 64/256" in snap.index_error
+        with pytest.raises(ConfigError, match="do not match this store"):
+            snap.index_chain("TopicA", "k-42-0-0")
+        assert [f.kind for f in snap.verify() if f.file == "index"] == ["index_layout_unknown"]
+    with open_snapshot(reference_store("clean-small"), hash_slot_num=64, index_num=256) as snap:
+        assert not snap.index_error
+        assert len(snap.index_files()) == 6

@@ -233,6 +233,15 @@ def bench_put(
     return store, *rates, size, (burst / (tb - t0), burst / (cb - c0))
 
 
+def _encode_batches(store: MessageStore, groups: list[list[Message]]) -> list[MessageBatch]:
+    """Each group as a producer of the store's version encodes it (``MessageBatch.from_messages``,
+    UNIQ_KEYs from the store's generator)."""
+    cl, clock = store.commit_log, store.clock
+    version = store.config.rocketmq_version
+    return [MessageBatch.from_messages(g, lambda: cl.new_uniq_key(clock.now_ms()), client_version=version)
+            for g in groups]  # fmt: skip
+
+
 def bench_put_batch(
     workdir: str, n: int, batch: int, encoded: bool = False
 ) -> tuple[tuple[float, float], tuple[float, float], float]:
@@ -246,11 +255,8 @@ def bench_put_batch(
     batches: list = [msgs[i : i + batch] for i in range(0, n, batch)]
     encode_us = 0.0
     if encoded:
-        cl, clock = store.commit_log, store.clock
         e0 = time.thread_time()
-        version = store.config.rocketmq_version  # a producer of the store's version
-        batches = [MessageBatch.from_messages(b, lambda: cl.new_uniq_key(clock.now_ms()), client_version=version)
-                   for b in batches]  # fmt: skip
+        batches = _encode_batches(store, batches)
         encode_us = (time.thread_time() - e0) / n * 1e6
         del msgs  # a producer holds its encoded batches, not the messages too
     put = store.put_messages
@@ -279,12 +285,9 @@ def bench_cpu_split(
     store = MessageStore.open(_fresh(workdir, "split"), _config(""), threaded=False)
     msgs = _messages(n)
     if batch:
-        cl, clock = store.commit_log, store.clock
-        version = store.config.rocketmq_version
         groups: list = [msgs[i : i + batch] for i in range(0, n, batch)]
         if encoded:
-            groups = [MessageBatch.from_messages(g, lambda: cl.new_uniq_key(clock.now_ms()), client_version=version)
-                      for g in groups]  # fmt: skip
+            groups = _encode_batches(store, groups)
         put, per = store.put_messages, max(1, chunk // batch)
         chunks = [groups[i : i + per] for i in range(0, len(groups), per)]
     else:

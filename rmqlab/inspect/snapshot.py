@@ -210,24 +210,11 @@ class StoreSnapshot:
         sizes = {p: os.path.getsize(p) for p in self.index_paths}
         if hash_slot_num and index_num:
             self.hash_slot_num, self.index_num = hash_slot_num, index_num
-            expected = index_file_size(hash_slot_num, index_num)
-            present = sorted({n for n in sizes.values() if n})
-            if present and expected not in present:  # a wrong layout, not damage: say so once
-                fits = [f"{s}/{n}" for s, n in INDEX_PRESETS if index_file_size(s, n) in present]
-                self.index_error = (
-                    f"no index file is {expected:,} bytes, the size of a {hash_slot_num}/{index_num} index file "
-                    f"(sizes here: {', '.join(f'{n:,}' for n in present)}"
-                    f"{'; they fit ' + ' or '.join(fits) if fits else ''}): hash_slot_num and index_num do not match"
-                    " this store"
-                )
-                return
         else:
             # the known layout most files have: one damaged file must not hide the others
-            self.hash_slot_num, self.index_num = INDEX_PRESETS[0]
             votes = [sum(size == index_file_size(*preset) for size in sizes.values()) for preset in INDEX_PRESETS]
-            if max(votes) > 0:
-                self.hash_slot_num, self.index_num = INDEX_PRESETS[votes.index(max(votes))]
-            elif any(sizes.values()):
+            self.hash_slot_num, self.index_num = INDEX_PRESETS[votes.index(max(votes))]
+            if max(votes) == 0 and any(sizes.values()):
                 self.index_error = (
                     f"index file size(s) {sorted(set(sizes.values()))} match no known layout (40 + slots*4 + "
                     f"items*20 for {' or '.join(f'{s}/{n}' for s, n in INDEX_PRESETS)}): "
@@ -235,6 +222,16 @@ class StoreSnapshot:
                 )
                 return
         expected = index_file_size(self.hash_slot_num, self.index_num)
+        present = sorted({n for n in sizes.values() if n})
+        if present and expected not in present:  # only a layout given by hand: a wrong one, say so once
+            fits = [f"{s}/{n}" for s, n in INDEX_PRESETS if index_file_size(s, n) in present]
+            self.index_error = (
+                f"no index file is {expected:,} bytes, the size of a {self.hash_slot_num}/{self.index_num} index "
+                f"file (sizes here: {', '.join(f'{n:,}' for n in present)}"
+                f"{'; they fit ' + ' or '.join(fits) if fits else ''}): hash_slot_num and index_num do not match"
+                " this store"
+            )
+            return
         self.index_short = [(p, n) for p, n in sizes.items() if 0 < n < expected]
 
     # ------------------------------------------------------------------ commit log

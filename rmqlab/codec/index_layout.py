@@ -25,9 +25,11 @@ __all__ = [
     "HASH_SLOT_SIZE",
     "INDEX_HEADER_SIZE",
     "INDEX_ITEM_DTYPE",
+    "INDEX_PRESETS",
     "INDEX_SIZE",
     "INVALID_INDEX",
     "IndexHeader",
+    "choose_index_layout",
     "index_file_size",
     "index_hash_of",
     "index_key",
@@ -44,6 +46,9 @@ INDEX_HEADER_SIZE = 40
 HASH_SLOT_SIZE = 4
 INDEX_SIZE = 20
 INVALID_INDEX = 0
+#: (hash_slot_num, index_num) recognised from an index file's size: RocketMQ's defaults, and
+#: ``MessageStoreConfig.small``'s (the reference stores')
+INDEX_PRESETS = ((5_000_000, 5_000_000 * 4), (64, 256))
 
 _HEADER = struct.Struct(">qqqqii")
 _ITEM = struct.Struct(">iqii")
@@ -132,3 +137,35 @@ def pack_item_into(
 def unpack_item(buf: Any, pos: int) -> tuple[int, int, int, int]:
     """``(key_hash, phy_offset, time_diff, prev_index)`` of the item at byte ``pos``."""
     return _ITEM.unpack_from(buf, pos)  # type: ignore[return-value]
+
+
+def choose_index_layout(
+    sizes: list[int], hash_slot_num: int | None = None, index_num: int | None = None
+) -> tuple[int, int, str]:
+    """``(hash_slot_num, index_num, error)`` for a store's index files of ``sizes`` bytes.
+
+    Index files do not record their layout. Given both values, they are checked against the
+    files; else the preset most files fit wins (one damaged file must not hide the others).
+    ``error`` is empty when the layout is usable, else one sentence for the user: no file fits
+    a preset, or no file has the size of the layout given. Files shorter than the chosen layout
+    (torn or truncated) are the caller's to skip and report."""
+    present = sorted({n for n in sizes if n})
+    if hash_slot_num and index_num:
+        slots, items = hash_slot_num, index_num
+    else:
+        votes = [sum(n == index_file_size(*preset) for n in sizes) for preset in INDEX_PRESETS]
+        slots, items = INDEX_PRESETS[votes.index(max(votes))]
+        if max(votes) == 0 and present:
+            return slots, items, (
+                f"index file size(s) {present} match no known layout (40 + slots*4 + items*20 for "
+                f"{' or '.join(f'{s}/{n}' for s, n in INDEX_PRESETS)}): pass hash_slot_num and index_num"
+            )
+    expected = index_file_size(slots, items)
+    if present and expected not in present:  # only a layout given by hand: a wrong one, say so once
+        fits = [f"{s}/{n}" for s, n in INDEX_PRESETS if index_file_size(s, n) in present]
+        return slots, items, (
+            f"no index file is {expected:,} bytes, the size of a {slots}/{items} index file (sizes here: "
+            f"{', '.join(f'{n:,}' for n in present)}{'; they fit ' + ' or '.join(fits) if fits else ''}): "
+            "hash_slot_num and index_num do not match this store"
+        )
+    return slots, items, ""

@@ -9,6 +9,8 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import re
+from collections import Counter
+from itertools import pairwise
 
 from rmqlab.errors import InvalidTopic
 
@@ -17,6 +19,7 @@ __all__ = [
     "consume_queue_dir",
     "consume_queue_path",
     "index_file_name",
+    "infer_file_size",
     "is_lmq_topic",
     "is_system_topic",
     "offset_to_file_name",
@@ -133,3 +136,25 @@ def consume_queue_path(root: str | os.PathLike[str], topic: str, queue_id: int) 
     if isinstance(queue_id, bool) or not isinstance(queue_id, int) or queue_id < 0:
         raise ValueError(f"queue id must be a non-negative int, got {queue_id!r}")
     return os.path.join(consume_queue_dir(root, topic), str(queue_id))
+
+
+def infer_file_size(dirs: list[tuple[list[str], list[int]]], default: int) -> int:
+    """The file size most of the evidence agrees on, so one damaged file cannot set it.
+
+    ``dirs`` holds each directory's file names (sorted) and sizes. The distance between
+    consecutive names is the size wherever a file follows another, whatever bytes the files
+    hold: the most common distance wins (on a tie the smallest, since a missing file doubles
+    one). With no file following another, the most common file size wins (on a tie the
+    largest: a trimmed last file is shorter, never longer). A store of one file per directory
+    that was cut or extended cannot be told from one written so: pass the size then."""
+    gaps: Counter[int] = Counter()
+    sizes: Counter[int] = Counter()
+    for names, lengths in dirs:
+        offsets = [parse_offset_file_name(n) or 0 for n in names]
+        gaps.update(b - a for a, b in pairwise(offsets) if b > a)
+        sizes.update(n for n in lengths if n)
+    if gaps:
+        return max(gaps.items(), key=lambda kv: (kv[1], -kv[0]))[0]
+    if sizes:
+        return max(sizes.items(), key=lambda kv: (kv[1], kv[0]))[0]
+    return default

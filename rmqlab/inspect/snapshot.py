@@ -6,8 +6,10 @@ or ``checkpoint`` written, no recovery run. Damage is reported (file and offset)
 
 Sizes are inferred from the files, since a store dir does not record its configuration:
 
-* CommitLog / ConsumeQueue file size: the largest file, or the distance between the first two
-  file names when that is larger (a trimmed last file is then accepted as shorter).
+* CommitLog / ConsumeQueue file size: what most files agree on (``infer_file_size``): the most
+  common distance between consecutive file names, else the most common file length. One file
+  cut short or grown by damage is then reported against its siblings' size, not taken as the
+  size (which would report every other file), and a trimmed last file is accepted as shorter.
 * Index files do not record their slot and item counts (the header's ``hash_slot_count`` is the
   number of *used* slots). ``hash_slot_num``/``index_num`` default to auto-detection: a file of
   ``40 + s*4 + n*20`` bytes for RocketMQ's defaults (5,000,000 / 20,000,000) or the small preset
@@ -27,16 +29,15 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
-from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from rmqlab.codec.checkpoint import CHECKPOINT_DATA_SIZE, Checkpoint
 from rmqlab.codec.consume_queue_unit import CQ_STORE_UNIT_SIZE, CQ_UNIT_DTYPE, units_view
-from rmqlab.codec.index_layout import index_file_size
+from rmqlab.codec.index_layout import INDEX_PRESETS, choose_index_layout, index_file_size
 from rmqlab.codec.message import BlankRecord, MessageRecord, decode_message
-from rmqlab.codec.names import parse_offset_file_name
+from rmqlab.codec.names import infer_file_size, parse_offset_file_name
 from rmqlab.codec.scan import RecordColumns, scan_records
 from rmqlab.codec.walk import iter_records
 from rmqlab.errors import ConfigError, CorruptRecord, NotAStore
@@ -50,8 +51,6 @@ if TYPE_CHECKING:
 __all__ = ["INDEX_PRESETS", "Damage", "QueueFiles", "StoreSnapshot", "open_snapshot"]
 
 _STORE_MARKERS = ("commitlog", "consumequeue", "index", "checkpoint")
-#: (hash_slot_num, index_num) presets recognised by index file size: RocketMQ's defaults, small.
-INDEX_PRESETS = ((5_000_000, 5_000_000 * 4), (64, 256))
 #: records per columnar scan chunk (bounds the memory of a walk over a 1 GiB file)
 SCAN_CHUNK = 1 << 17
 
@@ -160,7 +159,7 @@ class StoreSnapshot:
     def _map_commit_log(self, file_size: int | None) -> None:
         self.commit_log_dir = os.path.join(self.path, "commitlog")
         names, sizes = _offset_files(self.commit_log_dir)
-        self.commit_log_file_size = file_size or _infer_file_size(names, sizes, 1024 * 1024 * 1024)
+        self.commit_log_file_size = file_size or infer_file_size([(names, sizes)], 1024 * 1024 * 1024)
         for name, size in zip(names, sizes, strict=True):
             if size:
                 self.commit_log_files.append(
@@ -171,8 +170,6 @@ class StoreSnapshot:
     def _map_consume_queues(self, file_size: int | None) -> None:
         root = os.path.join(self.path, "consumequeue")
         found: list[tuple[str, int, list[str], list[int]]] = []
-        all_names: list[str] = []
-        all_sizes: list[int] = []
         if os.path.isdir(root):
             for topic in sorted(os.listdir(root)):
                 tdir = os.path.join(root, topic)
@@ -184,10 +181,7 @@ class StoreSnapshot:
                         continue
                     names, sizes = _offset_files(qdir)
                     found.append((topic, int(qname), names, sizes))
-                    if not all_names:
-                        all_names = names
-                    all_sizes.extend(sizes)
-        self.consume_queue_file_size = file_size or _infer_file_size(all_names, all_sizes, 300_000 * 20)
+        self.consume_queue_file_size = file_size or infer_file_size([(f[2], f[3]) for f in found], 300_000 * 20)
         for topic, qid, names, sizes in found:
             qdir = os.path.join(root, topic, str(qid))
             files = [
@@ -208,30 +202,11 @@ class StoreSnapshot:
         #: index files shorter than their layout (torn or truncated): never opened, reported
         self.index_short: list[tuple[str, int]] = []
         sizes = {p: os.path.getsize(p) for p in self.index_paths}
-        if hash_slot_num and index_num:
-            self.hash_slot_num, self.index_num = hash_slot_num, index_num
-        else:
-            # the known layout most files have: one damaged file must not hide the others
-            votes = [sum(size == index_file_size(*preset) for size in sizes.values()) for preset in INDEX_PRESETS]
-            self.hash_slot_num, self.index_num = INDEX_PRESETS[votes.index(max(votes))]
-            if max(votes) == 0 and any(sizes.values()):
-                self.index_error = (
-                    f"index file size(s) {sorted(set(sizes.values()))} match no known layout (40 + slots*4 + "
-                    f"items*20 for {' or '.join(f'{s}/{n}' for s, n in INDEX_PRESETS)}): "
-                    "pass hash_slot_num and index_num"
-                )
-                return
-        expected = index_file_size(self.hash_slot_num, self.index_num)
-        present = sorted({n for n in sizes.values() if n})
-        if present and expected not in present:  # only a layout given by hand: a wrong one, say so once
-            fits = [f"{s}/{n}" for s, n in INDEX_PRESETS if index_file_size(s, n) in present]
-            self.index_error = (
-                f"no index file is {expected:,} bytes, the size of a {self.hash_slot_num}/{self.index_num} index "
-                f"file (sizes here: {', '.join(f'{n:,}' for n in present)}"
-                f"{'; they fit ' + ' or '.join(fits) if fits else ''}): hash_slot_num and index_num do not match"
-                " this store"
-            )
+        self.hash_slot_num, self.index_num, self.index_error = choose_index_layout(
+            list(sizes.values()), hash_slot_num, index_num)
+        if self.index_error:
             return
+        expected = index_file_size(self.hash_slot_num, self.index_num)
         self.index_short = [(p, n) for p, n in sizes.items() if 0 < n < expected]
 
     # ------------------------------------------------------------------ commit log
@@ -452,14 +427,6 @@ def _offset_files(directory: str) -> tuple[list[str], list[int]]:
         if parse_offset_file_name(n) is not None and os.path.isfile(os.path.join(directory, n))
     )
     return names, [os.path.getsize(os.path.join(directory, n)) for n in names]
-
-
-def _infer_file_size(names: list[str], sizes: list[int], default: int) -> int:
-    """Largest file size, or the distance between the first two file names if larger."""
-    size = max(sizes, default=0)
-    offsets = [parse_offset_file_name(n) or 0 for n in names]
-    gaps = [b - a for a, b in pairwise(offsets) if b > a]
-    return max([size, *gaps[:1]]) or default
 
 
 def scan_end(buf: Any) -> int:

@@ -27,9 +27,15 @@ to get ``rmq_commitlog``'s ``key_hashes``); commitlog:
 ``split_bytes``, ``batch_rows`` (8192); consumequeue: ``include_pre_blank`` (false),
 ``units_per_partition`` (2,000,000: small CQ files are packed into one task; 0 = one file per
 partition); index:
-``hash_slot_num`` and ``index_num`` (default: inferred from the file size, RocketMQ's defaults or
-the small preset), ``items_per_partition`` (0: one task per index file; else a file's written
-items are split into tasks of that many, so one big index file spreads over every core).
+``hash_slot_num`` and ``index_num`` (default: the preset most index files fit, RocketMQ's
+defaults or the small one; files shorter than the layout give no rows), ``items_per_partition``
+(0: one task per index file; else a file's written items are split into tasks of that many, so
+one big index file spreads over every core).
+
+File sizes and the index layout are chosen as ``rmqlab.inspect`` chooses them, from what most
+files agree on (``codec.names.infer_file_size``, ``codec.index_layout.choose_index_layout``), and
+a file grown by damage is read only up to that size: the audit then sees the bytes ``verify``
+sees (``tests/spark/test_audit_random_damage.py``).
 
 This module imports only ``rmqlab.codec`` from rmqlab (small pickles, fast executor start-up).
 """
@@ -63,10 +69,11 @@ from rmqlab.codec.index_layout import (
     INDEX_ITEM_DTYPE,
     INDEX_SIZE,
     IndexHeader,
+    choose_index_layout,
     index_file_size,
 )
 from rmqlab.codec.message import MIN_RECORD_SIZE, calc_msg_length
-from rmqlab.codec.names import parse_offset_file_name
+from rmqlab.codec.names import infer_file_size, parse_offset_file_name
 from rmqlab.codec.scan import RecordColumns, scan_records
 from rmqlab.spark import schemas
 
@@ -89,8 +96,6 @@ DEFAULT_SPLIT_BYTES = 64 * 1024 * 1024
 DEFAULT_BATCH_ROWS = 8192
 DEFAULT_UNITS_PER_PARTITION = 2_000_000  # 40 MB of ConsumeQueue units per task
 _PRE_BLANK_SIZE = 0x7FFFFFFF
-#: (hash_slot_num, index_num) recognised from an index file's size: RocketMQ's defaults, small preset
-INDEX_PRESETS = ((5_000_000, 20_000_000), (64, 256))
 
 
 def _true(options: dict[str, str], name: str) -> bool:
@@ -132,15 +137,27 @@ def _offset_files(directory: str) -> list[tuple[str, int, int]]:
     return out
 
 
+def _nominal_size(dirs: list[list[tuple[str, int, int]]], default: int) -> int:
+    """The file size ``rmqlab.inspect`` infers from the same files (:func:`infer_file_size`)."""
+    return infer_file_size([([n for n, _, _ in d], [z for _, _, z in d]) for d in dirs], default)
+
+
 def commit_log_files(store: str) -> list[tuple[str, int, int]]:
-    """``(name, base offset, size)`` of a store's non-empty CommitLog files, oldest first."""
-    return _offset_files(os.path.join(store, "commitlog"))
+    """``(name, base offset, size)`` of a store's non-empty CommitLog files, oldest first; a file
+    longer than the store's file size (bytes appended by damage) counts up to that size, as
+    ``rmqlab.inspect`` maps it."""
+    files = _offset_files(os.path.join(store, "commitlog"))
+    nominal = _nominal_size([files], 1 << 30)
+    return [(n, base, min(size, nominal)) for n, base, size in files]
 
 
-def _open(path: str) -> tuple[Any, Any]:
-    """``(file, mmap)`` of a whole file, read-only; ``(file, b"")`` when it is empty."""
+def _open(path: str, length: int = -1) -> tuple[Any, Any]:
+    """``(file, mmap)`` of the first ``length`` bytes of a file (-1: all of it), read-only;
+    ``(file, b"")`` when it is empty."""
     f = open(path, "rb")  # noqa: SIM115 - closed by the caller with the map
     size = os.fstat(f.fileno()).st_size
+    if length >= 0:
+        size = min(size, length)
     return f, (mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) if size else b"")
 
 
@@ -191,13 +208,15 @@ def split_points(buf: Any, split_bytes: int) -> list[int]:
 
 @dataclass(frozen=True)
 class CommitLogPartition(InputPartition):
-    """Records of one CommitLog file from byte ``start`` up to ``end`` (None: the file's end)."""
+    """Records of one CommitLog file from byte ``start`` up to ``end`` (None: the end of the
+    ``length`` bytes read; -1: the file's end)."""
 
     store: str
     path: str
     base: int
     start: int = 0
     end: int | None = None
+    length: int = -1
 
 
 class _CommitLogBatches:
@@ -249,7 +268,7 @@ class CommitLogReader(DataSourceReader):
                 path = os.path.join(store, "commitlog", name)
                 cuts: list[int] = []
                 if 0 < self.split_bytes < size:
-                    f, buf = _open(path)
+                    f, buf = _open(path, size)
                     try:
                         cuts = split_points(buf, self.split_bytes)
                     finally:
@@ -258,7 +277,7 @@ class CommitLogReader(DataSourceReader):
                 bounds = [0, *cuts]
                 for i, start in enumerate(bounds):
                     end = bounds[i + 1] if i + 1 < len(bounds) else None
-                    parts.append(CommitLogPartition(store, path, base, start, end))
+                    parts.append(CommitLogPartition(store, path, base, start, end, size))
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -267,7 +286,7 @@ class CommitLogReader(DataSourceReader):
         p = partition
         file = os.path.relpath(p.path, p.store)
         out = _CommitLogBatches(self.arrow)
-        f, buf = _open(p.path)
+        f, buf = _open(p.path, p.length)
         try:
             pos = p.start
             while True:
@@ -407,21 +426,25 @@ def consume_queue_partitions(store: str) -> list[ConsumeQueuePartition]:
     parts: list[ConsumeQueuePartition] = []
     if not os.path.isdir(root):
         return parts
+    queues: list[tuple[str, str, str, list[tuple[str, int, int]]]] = []
     for topic in sorted(os.listdir(root)):
         tdir = os.path.join(root, topic)
         if not os.path.isdir(tdir):
             continue
         for qname in sorted(os.listdir(tdir), key=lambda s: (len(s), s)):
             qdir = os.path.join(tdir, qname)
-            if not (qname.isdigit() and os.path.isdir(qdir)):
-                continue
-            for name, base, size in _offset_files(qdir):
-                path = os.path.join(qdir, name)
-                with open(path, "rb") as f:
-                    count = _valid_count(f.read())
-                parts.append(ConsumeQueuePartition(store, topic, int(qname), path, base, count))
-                if count * CQ_STORE_UNIT_SIZE < size:
-                    break
+            if qname.isdigit() and os.path.isdir(qdir):
+                queues.append((topic, qname, qdir, _offset_files(qdir)))
+    # a file's units are read up to the queues' file size (not past it: bytes appended by damage)
+    nominal = _nominal_size([q[3] for q in queues], 300_000 * CQ_STORE_UNIT_SIZE)
+    for topic, qname, qdir, files in queues:
+        for name, base, _ in files:
+            path = os.path.join(qdir, name)
+            with open(path, "rb") as f:
+                count = _valid_count(f.read(nominal))
+            parts.append(ConsumeQueuePartition(store, topic, int(qname), path, base, count))
+            if count * CQ_STORE_UNIT_SIZE < nominal:
+                break
     return parts
 
 
@@ -532,26 +555,22 @@ def _written_items(f: Any, size: int, hash_slot_num: int) -> tuple[IndexHeader, 
     return hdr, index_count, min(max(index_count - 1, 0), max(0, (size - base) // INDEX_SIZE - 1))
 
 
-def index_layout(sizes: set[int], options: dict[str, str]) -> tuple[int, int] | None:
-    """``(hash_slot_num, index_num)`` from the options or recognised from the files' sizes."""
-    if options.get("hash_slot_num") and options.get("index_num"):
-        return int(options["hash_slot_num"]), int(options["index_num"])
-    for slots, items in INDEX_PRESETS:
-        if sizes and sizes <= {index_file_size(slots, items)}:
-            return slots, items
-    return None
-
-
 def _index_files(store: str, options: dict[str, str]) -> tuple[list[str], tuple[int, int]]:
-    """A store's non-empty index files and their layout (none when the layout is unknown: no rows;
-    the audit reports ``index_layout_unknown``)."""
+    """A store's index files that can be read, and their layout: as ``rmqlab.inspect`` chooses
+    it (:func:`~rmqlab.codec.index_layout.choose_index_layout`; the audit reports what it
+    skips). No files when no layout fits (``index_layout_unknown``); files shorter than the
+    layout are left out (``file_size_mismatch``)."""
     d = os.path.join(store, "index")
     if not os.path.isdir(d):
         return [], (0, 0)
-    paths = [os.path.join(d, n) for n in sorted(os.listdir(d))
-             if n.isdigit() and os.path.isfile(os.path.join(d, n)) and os.path.getsize(os.path.join(d, n))]
-    layout = index_layout({os.path.getsize(p) for p in paths}, options)
-    return (paths, layout) if layout else ([], (0, 0))
+    sizes = {os.path.join(d, n): os.path.getsize(os.path.join(d, n)) for n in sorted(os.listdir(d))
+             if n.isdigit() and os.path.isfile(os.path.join(d, n))}
+    slots, items, error = choose_index_layout(
+        list(sizes.values()), int(options.get("hash_slot_num") or 0), int(options.get("index_num") or 0))
+    if error:
+        return [], (0, 0)
+    expected = index_file_size(slots, items)
+    return [p for p, n in sizes.items() if n >= expected], (slots, items)
 
 
 def written_index_items(stores: list[str], options: dict[str, str] | None = None) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import random
 import struct
+from pathlib import Path
 
 from rmqlab.codec.crc import body_crc
 from rmqlab.codec.flags import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
@@ -23,6 +24,7 @@ __all__ = [
     "fix_body_crc",
     "flip_bit",
     "forge_crc32_suffix",
+    "injure_randomly",
     "overwrite_tail_with_garbage",
     "read_bytes",
     "set_bytes",
@@ -170,3 +172,34 @@ def forge_crc32_suffix(prefix: bytes, target: int = 0) -> bytes:
         out.append((reg ^ i) & 0xFF)
         reg = (reg >> 8) ^ table[i]
     return bytes(out)
+
+
+def injure_randomly(root: str | os.PathLike[str], rng: random.Random) -> list[tuple[str, str]]:
+    """1-4 random injuries to the files under ``root`` (a closed store): flipped bits, a zeroed
+    run, a truncation, bytes appended or a deleted file, each in a file picked at random.
+    Returns ``(file relative to root, how)`` per injury, for a failure message; the same
+    ``rng`` seed injures a copy of the same store the same way."""
+    root = Path(root)
+    done: list[tuple[str, str]] = []
+    for _ in range(rng.randint(1, 4)):
+        files = sorted(p for p in root.rglob("*") if p.is_file())
+        if not files:
+            break
+        path = rng.choice(files)
+        size = path.stat().st_size
+        how = rng.choice(["flip", "flip", "zero", "truncate", "garbage", "delete"])
+        done.append((str(path.relative_to(root)), how))
+        if how == "delete":
+            path.unlink()
+        elif how == "flip" and size:
+            for _ in range(rng.randint(1, 8)):
+                flip_bit(path, rng.randrange(size), rng.randrange(8))
+        elif how == "zero" and size:
+            start = rng.randrange(size)
+            zero_range(path, start, min(size, start + rng.randint(1, 4096)))
+        elif how == "truncate":
+            truncate_file(path, rng.randrange(size + 1))
+        elif how == "garbage":
+            with open(path, "ab") as f:
+                f.write(rng.randbytes(rng.randint(1, 5000)))
+    return done

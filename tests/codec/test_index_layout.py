@@ -10,6 +10,7 @@ from rmqlab.codec.index_layout import (
     INDEX_HEADER_SIZE,
     INDEX_ITEM_DTYPE,
     IndexHeader,
+    choose_index_layout,
     index_file_size,
     index_key,
     index_key_hash,
@@ -146,3 +147,21 @@ def test_item_round_trip(fields: tuple[int, int, int, int]) -> None:
     assert unpack_item(data, 0) == fields
     row = np.frombuffer(data, dtype=INDEX_ITEM_DTYPE)[0]
     assert tuple(int(row[n]) for n in INDEX_ITEM_DTYPE.names) == fields
+
+
+def test_choose_index_layout() -> None:
+    small, default = index_file_size(64, 256), index_file_size(5_000_000, 20_000_000)
+    assert (small, default) == (5416, 420_000_040)
+    # the preset most files fit, so a cut or grown file does not hide the others
+    assert choose_index_layout([small, 2143, small + 700]) == (64, 256, "")
+    assert choose_index_layout([default, 2143]) == (5_000_000, 20_000_000, "")
+    assert choose_index_layout([]) == (5_000_000, 20_000_000, "")  # no index yet: the default
+    slots, items, error = choose_index_layout([2143, 999])
+    assert error.startswith("index file size(s) [999, 2143] match no known layout")
+    # a layout given by hand: used when a file has its size, refused (once) when none has
+    assert choose_index_layout([1080, 500], 10, 50) == (10, 50, "")
+    slots, items, error = choose_index_layout([small, small], 32, 256)
+    assert (slots, items) == (32, 256)
+    assert error == ("no index file is 5,288 bytes, the size of a 32/256 index file (sizes here: 5,416; "
+                     "they fit 64/256): hash_slot_num and index_num do not match this store")
+

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from rmqlab.codec.names import (
     consume_queue_path,
     index_file_name,
+    infer_file_size,
     offset_to_file_name,
     parse_index_file_name,
     parse_offset_file_name,
@@ -91,3 +92,39 @@ def test_consume_queue_path() -> None:
         consume_queue_path("/s", "../../etc", 0)
     with pytest.raises(ValueError, match="queue id"):
         consume_queue_path("/s", "TopicA", -1)
+
+
+def _dir(size: int, n: int, lengths: dict[int, int] | None = None, start: int = 0) -> tuple[list[str], list[int]]:
+    """n consecutive files of ``size`` from ``start``; ``lengths`` overrides some files' lengths."""
+    names = [offset_to_file_name(start + i * size) for i in range(n)]
+    return names, [(lengths or {}).get(i, size) for i in range(n)]
+
+
+def test_infer_file_size_ignores_one_damaged_file() -> None:
+    # a file grown by bytes appended, or cut short, is one voice against its siblings'
+    assert infer_file_size([_dir(1280, 1, {0: 5449})] + [_dir(1280, 1)] * 11, 0) == 1280
+    assert infer_file_size([_dir(65536, 9, {3: 70000})], 0) == 65536
+    assert infer_file_size([_dir(65536, 2, {0: 100})], 0) == 65536
+    # the distance between names holds even when most files are damaged
+    assert infer_file_size([_dir(65536, 3, {0: 1, 1: 2, 2: 3})], 0) == 65536
+
+
+def test_infer_file_size_gaps_first_then_lengths() -> None:
+    # a deleted file doubles one distance: the most common distance, on a tie the smallest
+    names = [offset_to_file_name(o) for o in (0, 1280, 3840)]
+    assert infer_file_size([(names, [1280] * 3)], 0) == 1280
+    # one file per queue: the most common length, on a tie the longest (a trimmed last file)
+    assert infer_file_size([_dir(1280, 1), _dir(1280, 1, {0: 400})], 0) == 1280
+    assert infer_file_size([_dir(1280, 1, {0: 400}), _dir(1280, 1, {0: 400}), _dir(1280, 1)], 0) == 400
+    assert infer_file_size([_dir(65536, 1, {0: 30000})], 0) == 30000  # alone, it cannot be told
+    assert infer_file_size([], 42) == 42
+    assert infer_file_size([([], [])], 42) == 42
+    assert infer_file_size([_dir(1280, 1, {0: 0})], 42) == 42  # empty files say nothing
+
+
+@given(st.integers(1, 1 << 30), st.integers(2, 12), st.data())
+def test_infer_file_size_holds_against_a_damaged_minority(size: int, n: int, data: st.DataObject) -> None:
+    bad = data.draw(st.lists(st.integers(0, n - 1), max_size=(n - 1) // 2, unique=True))
+    lengths = {i: data.draw(st.integers(1, 2 * size)) for i in bad}
+    assert infer_file_size([_dir(size, n, lengths, start=size * data.draw(st.integers(0, 50)))], 0) == size
+

@@ -32,33 +32,6 @@ SEEDS = range(12)
 SMALL_INDEX = ["--hash-slot-num", "64", "--index-num", "256"]  # the reference stores' index layout
 
 
-def _injure(root: Path, rng: random.Random) -> list[tuple[str, str]]:
-    """1-4 random injuries to the files under ``root``; what was done, for the failure message."""
-    done: list[tuple[str, str]] = []
-    for _ in range(rng.randint(1, 4)):
-        files = sorted(p for p in root.rglob("*") if p.is_file())
-        if not files:
-            break
-        path = rng.choice(files)
-        size = path.stat().st_size
-        how = rng.choice(["flip", "flip", "zero", "truncate", "garbage", "delete"])
-        done.append((str(path.relative_to(root)), how))
-        if how == "delete":
-            path.unlink()
-        elif how == "flip" and size:
-            for _ in range(rng.randint(1, 8)):
-                damage.flip_bit(path, rng.randrange(size), rng.randrange(8))
-        elif how == "zero" and size:
-            start = rng.randrange(size)
-            damage.zero_range(path, start, min(size, start + rng.randint(1, 4096)))
-        elif how == "truncate":
-            damage.truncate_file(path, rng.randrange(size + 1))
-        elif how == "garbage":
-            with open(path, "ab") as f:
-                f.write(rng.randbytes(rng.randint(1, 5000)))
-    return done
-
-
 @pytest.fixture(params=["clean-small", "crash-tail"])
 def scenario(request: pytest.FixtureRequest, reference_store: Callable[[str], Path],
              reference_manifest: Callable[[str], dict[str, Any]]) -> tuple[Path, dict[str, Any]]:
@@ -70,7 +43,7 @@ def test_cli_answers_every_damaged_copy(tmp_path: Path, scenario: tuple[Path, di
     source, _ = scenario
     root = tmp_path / "store"
     shutil.copytree(source, root)
-    injuries = _injure(root, random.Random(seed))
+    injuries = damage.injure_randomly(root, random.Random(seed))
     s = str(root)
     for args in (["inspect", s, "--json"], ["messages", s, "--json"], ["verify", s, "--json"],
                  ["cq", s, "TopicA", "0", "--json"], ["index", s, "--json"], ["recover", s, "--json"],
@@ -94,7 +67,7 @@ def test_store_opens_or_refuses_every_damaged_copy(tmp_path: Path, scenario: tup
     source, manifest = scenario
     root = tmp_path / "store"
     shutil.copytree(source, root)
-    injuries = _injure(root, random.Random(1000 + seed))
+    injuries = damage.injure_randomly(root, random.Random(1000 + seed))
     c = manifest["messageStoreConfig"]
     config = MessageStoreConfig(
         store_path_root_dir=str(root), mapped_file_size_commit_log=c["mappedFileSizeCommitLog"],

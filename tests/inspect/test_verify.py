@@ -144,6 +144,22 @@ def test_torn_tail_and_file_gap(store_copy: Callable[[str], Path]) -> None:
     assert any(f.kind == "file_gap" and f.file == "commitlog/00000000000000262144" for f in found), found
 
 
+@pytest.mark.parametrize("rel", ["consumequeue/TopicA/1/00000000000000000000", "commitlog/00000000000000065536"])
+def test_a_file_grown_by_damage_is_the_only_one_reported(store_copy: Callable[[str], Path], rel: str) -> None:
+    # the file size is what most files agree on: bytes appended to one file used to make it the
+    # inferred size, and every other file of the store was then reported the wrong size
+    root = store_copy("clean-small")
+    size = (root / rel).stat().st_size
+    with open(root / rel, "ab") as f:
+        f.write(b"\x00\x00\x00\x01" * 1000)
+    with open_snapshot(root) as snap:
+        assert (snap.commit_log_file_size, snap.consume_queue_file_size) == (65536, 1280)
+    found = _problems(root)
+    start = int(rel.rsplit("/", 1)[1])  # a file-level finding is at the file's first offset
+    assert [(f.kind, f.file, f.offset) for f in found] == [("file_size_mismatch", rel, start)], found
+    assert found[0].message.endswith(f"file is {size + 4000} bytes, expected {size}")
+
+
 @pytest.mark.parametrize("name", ["clean-small", "crash-tail"])
 def test_verify_streams(name: str, reference_store: Callable[[str], Path]) -> None:
     seen: list[int] = []

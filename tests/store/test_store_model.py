@@ -1,21 +1,27 @@
 """A stepped ``MessageStore`` against a plain model, through random sequences of operations.
 
 Hypothesis drives puts (single and batched, several topics and queues, bodies from empty to
-large enough to roll 64 KiB CommitLog files), dispatch, clean reopens and simulated process
-kills (every written byte kept, ``abort`` left: abnormal recovery), and after each step checks
-what a consumer sees against a model that is only lists: per queue, the messages put, and how
-many of them dispatch has made visible. ``get_message`` (status, offsets, the messages and
-their fields), ``query_message`` by key, ``look_message_by_offset``, min/max offsets of the
-queues and of the CommitLog must agree with it. Small sizes (``MessageStoreConfig.small``) make
+large enough to roll 64 KiB CommitLog files), dispatch, clean reopens, simulated process kills
+(every written byte kept, ``abort`` left: abnormal recovery) and expired-file cleanup, and after
+each step checks what a consumer sees against a model that is only lists: per queue, the
+messages put, and how many of them dispatch has made visible. ``get_message`` (status, offsets,
+the messages and their fields), ``query_message`` by key, ``look_message_by_offset``, min/max
+offsets of the queues and of the CommitLog must agree with it. After cleanup the model follows
+RocketMQ's consume queue file deletion and ``correctMinOffset`` (both versions' rules, spec 3.4)
+to the exact min offset of every queue. Small sizes (``MessageStoreConfig.small``) make
 CommitLog, ConsumeQueue and index files roll every few dozen messages.
 
-Two RocketMQ rules the model had to learn: one ``get_message`` call reads units from one
-ConsumeQueue file only (a get near a file's end returns fewer messages), and a query may return
-a message twice after an abnormal recovery (see ``query``).
+RocketMQ rules the model had to learn: one ``get_message`` call reads units from one
+ConsumeQueue file only (a get near a file's end returns fewer messages); a query may return a
+message twice after an abnormal recovery (see ``query``); abnormal recovery dispatches every
+record before the load corrects the min offsets; and ``correctMinOffset`` looks at a queue's
+first file only, so after a reopen a queue whose first kept message is in its second file
+answers min offset 0 (4.9.8 and 5.3.3 alike).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -65,6 +71,10 @@ class StoreModel(RuleBasedStateMachine):
         self.end = 0  # the CommitLog's max offset
         self.units_per_file = self.config.mapped_file_size_consume_queue // 20
         self.kills = 0
+        self.min_phy = 0  # the CommitLog's min offset: cleanup moves it
+        self.min_q: dict[tuple[str, int], int] = {}  # each queue's min offset, as RocketMQ keeps it
+        self.corrected_at = 0  # the CleanConsumeQueueService's lastPhysicalMinOffset
+        self.cq_first: dict[tuple[str, int], int] = {}  # each queue's first file (files are not deleted on load)
 
     def teardown(self) -> None:
         self.store.shutdown()
@@ -108,16 +118,62 @@ class StoreModel(RuleBasedStateMachine):
         self.store.step()  # one round of every service: dispatch may or may not catch up
         if self.store.dispatch_behind_bytes() == 0:
             self.visible = {k: len(v) for k, v in self.queues.items()}
+        self._cleaned()
 
-    def _reopen(self) -> None:
+    def _cleaned(self) -> None:
+        """A step ran the CleanConsumeQueueService (after the reput): once the CommitLog's min
+        offset passed the last one it saw, it deleted each queue's leading files that point only
+        below it (never the last file), then corrected every queue's min offset."""
+        if self.min_phy <= self.corrected_at:
+            return
+        self.corrected_at = self.min_phy
+        units = {k: self.store.get_max_offset_in_queue(*k) for k in self.queues}
+        per = self.units_per_file
+        for key, n in units.items():
+            first, last = self.cq_first.get(key, 0), max(n - 1, 0) // per
+            while first < last and self.queues[key][first * per + per - 1].offset < self.min_phy:
+                first += 1
+            self.cq_first[key] = first
+        self._correct_min_offsets(units)
+
+    def _correct_min_offsets(self, units: dict[tuple[str, int], int]) -> None:
+        """``correctMinOffset(minPhy)`` of each queue holding ``units[queue]`` units (spec 3.4).
+
+        Both versions look in the queue's first file only: 4.9.8 moves the min offset to its
+        first unit at or past the min offset, if any. 5.3.3 first moves it past the end when the
+        queue's last unit points below, else searches the first file from the min offset (from
+        the file's start when the min offset is before it), leaving it where it is when that unit
+        still points at or past the min offset or no unit there does."""
+        per = self.units_per_file
+        for key, n in units.items():
+            model = self.queues[key]
+            low = self.cq_first.get(key, 0) * per  # the first file's first unit
+            high = min(n, low + per)
+            at = self.min_q.get(key, 0)
+            if self.VERSION != "4.9.8":
+                if at >= n:
+                    continue
+                if model[n - 1].offset < self.min_phy:
+                    self.min_q[key] = n
+                    continue
+                low = max(low, at)
+            first = next((i for i in range(low, high) if model[i].offset >= self.min_phy), None)
+            if first is not None:
+                self.min_q[key] = first
+
+    def _reopen(self, units: dict[tuple[str, int], int]) -> None:
+        """Open again; the queues held ``units`` units when the load corrected their min offsets."""
         self.store = MessageStore.open(self.root, self.config, clock=self.clock, threaded=False)
+        self.min_q = {}  # a loaded queue starts at 0, then recoverTopicQueueTable corrects it
+        self._correct_min_offsets(units)
+        self.corrected_at = 0  # a new CleanConsumeQueueService
         assert self.store.get_max_phy_offset() == self.end  # nothing acknowledged is lost
         self.dispatch()
 
     @rule()
     def reopen(self) -> None:
-        self.store.shutdown()
-        self._reopen()
+        self.store.shutdown()  # dispatches what is left first
+        self._reopen({k: len(v) for k, v in self.queues.items()})
         assert self.store.recovery_plan.mode == ("normal" if self.end else "empty")
 
     @rule()
@@ -125,8 +181,30 @@ class StoreModel(RuleBasedStateMachine):
         simulate_process_kill(self.store)
         self.kills += 1
         self.store.shutdown()  # a no-op on an abandoned store
-        self._reopen()
+        # abnormal recovery dispatches every record it walks before the min offsets are corrected
+        self._reopen({k: len(v) for k, v in self.queues.items()})
         assert self.store.recovery_plan.mode == ("abnormal" if self.end else "empty")
+
+    @rule(keep=st.integers(1, 4))
+    def cleanup(self, keep: int) -> None:
+        """Age all CommitLog files but the newest ``keep`` past ``file_reserved_time`` and run
+        a manual delete round: RocketMQ deletes them (never the newest), then the consume queue
+        and index files that only point below the new min offset."""
+        self.dispatch()
+        old = (self.clock.now_ms() - 100 * 3_600_000) / 1000
+        for mf in self.store.commit_log.mapped_file_queue.mapped_files[:-keep]:
+            os.utime(mf.file_name, (old, old))
+        self.store.execute_delete_files_manually()
+        self.store.step()
+        files = self.store.commit_log.mapped_file_queue.mapped_files
+        assert len(files) >= min(keep, len(files))
+        self.min_phy = self.store.get_min_phy_offset() if self.end else 0
+        assert self.min_phy == (files[0].file_from_offset if files else 0)
+        self._cleaned()
+
+    def _first_kept(self, model: list[Put]) -> int:
+        """Queue offset of the queue's first message that cleanup kept (len: none kept)."""
+        return next((i for i, p in enumerate(model) if p.offset >= self.min_phy), len(model))
 
     # ------------------------------------------------------------------ reads
     @rule(topic=st.sampled_from(TOPICS), queue_id=st.integers(0, QUEUES - 1), offset=st.integers(0, 200),
@@ -134,9 +212,10 @@ class StoreModel(RuleBasedStateMachine):
     def get(self, topic: str, queue_id: int, offset: int, n: int) -> None:
         model = self.queues.get((topic, queue_id), [])
         visible = self.visible.get((topic, queue_id), 0)
-        offset = min(offset, visible + 1)  # mostly inside the queue, sometimes at or past its end
+        first = self._first_kept(model)
+        offset = min(first + offset, visible + 1)  # mostly inside the queue, sometimes at or past its end
         with self.store.get_message("g", topic, queue_id, offset, n) as got:
-            assert (got.min_offset, got.max_offset) == (0, visible)
+            assert (got.min_offset, got.max_offset) == (self.min_q.get((topic, queue_id), 0), visible)
             if visible == 0:
                 assert got.status is GetMessageStatus.NO_MESSAGE_IN_QUEUE
             elif offset == visible:
@@ -156,10 +235,28 @@ class StoreModel(RuleBasedStateMachine):
                         topic, queue_id, p.body, p.tags, p.keys)
                     assert rec.queue_offset == model.index(p)
 
+    @precondition(lambda self: self.min_phy > 0)
+    @rule(topic=st.sampled_from(TOPICS), queue_id=st.integers(0, QUEUES - 1), back=st.integers(1, 80))
+    def get_removed(self, topic: str, queue_id: int, back: int) -> None:
+        """Below the first kept message: never a removed message's bytes, and what RocketMQ says
+        there (too small, or the next offset to pull from)."""
+        model = self.queues.get((topic, queue_id), [])
+        offset = max(0, self._first_kept(model) - back)
+        with self.store.get_message("g", topic, queue_id, offset, 32) as got:
+            assert all(m.commit_log_offset >= self.min_phy for m in got.messages)
+            for m in got.messages:
+                p = model[m.decode().queue_offset]
+                assert (m.commit_log_offset, m.decode().body) == (p.offset, p.body)
+            low = self.min_q.get((topic, queue_id), 0)
+            if offset < low:
+                assert got.status is GetMessageStatus.OFFSET_TOO_SMALL
+                assert got.next_begin_offset == low
+
     @rule(topic=st.sampled_from(TOPICS), key=st.sampled_from(KEYS))
     def query(self, topic: str, key: str) -> None:
         self.dispatch()  # the index holds what dispatch has indexed
-        want = {p.offset for (t, _), q in self.queues.items() if t == topic for p in q if key in p.keys}
+        want = {p.offset for (t, _), q in self.queues.items() if t == topic for p in q
+                if key in p.keys and p.offset >= self.min_phy}
         got = [m.commit_log_offset for m in self.store.query_message(topic, key, MAX_QUERY).messages]
         # A message may come twice: after an abnormal recovery, re-dispatch indexes again the
         # message at the last index file's endPhyOffset (RocketMQ skips offsets *below* it), and
@@ -176,10 +273,10 @@ class StoreModel(RuleBasedStateMachine):
     @invariant()
     def offsets(self) -> None:
         assert self.store.get_max_phy_offset() == self.end
-        assert self.store.get_min_phy_offset() == (0 if self.end else -1)  # -1: no file yet (RocketMQ)
+        assert self.store.get_min_phy_offset() == (self.min_phy if self.end else -1)  # -1: no file yet
         for (topic, queue_id), visible in self.visible.items():
             assert self.store.get_max_offset_in_queue(topic, queue_id) == visible
-            assert self.store.get_min_offset_in_queue(topic, queue_id) == 0
+            assert self.store.get_min_offset_in_queue(topic, queue_id) == self.min_q.get((topic, queue_id), 0)
 
     @precondition(lambda self: any(self.queues.values()))
     @rule(data=st.data())
@@ -187,6 +284,9 @@ class StoreModel(RuleBasedStateMachine):
         q = data.draw(st.sampled_from([q for q in self.queues.values() if q]))
         p = data.draw(st.sampled_from(q))
         rec = self.store.look_message_by_offset(p.offset)
+        if p.offset < self.min_phy:
+            assert rec is None  # its file was deleted
+            return
         assert rec is not None
         assert (rec.body, rec.store_size) == (p.body, p.size)
 

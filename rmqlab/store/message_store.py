@@ -406,10 +406,12 @@ class MessageStore:
         try:
             if self.started:
                 self.runner.shutdown()
-                while self.reput.dispatch_behind_bytes() > 0 and self.reput.run_once() > 0:
-                    pass
+                # the pool's last commit first, then dispatch what it made visible: RocketMQ stops
+                # the CommitLog's services before the reput drains (else the abort file stays)
                 if self.commit_service is not None:
                     self.commit_service.shutdown()
+                while self.reput.dispatch_behind_bytes() > 0 and self.reput.run_once() > 0:
+                    pass
                 if self.flush_commit_log is not None:
                     self.flush_commit_log.shutdown()
                 if self.group_commit is not None:

@@ -700,3 +700,19 @@ def test_shutdown_model_defaults(tmp_path: Path) -> None:
         assert [store.get_max_offset_in_queue("T", q) for q in range(3)] == [17, 17, 16]
     finally:
         store.shutdown()
+
+
+@pytest.mark.parametrize("threaded", [False, True])
+def test_clean_shutdown_with_the_pool_dispatches_its_last_commit(tmp_path: Path, threaded: bool) -> None:
+    # The pool's last commit used to come after dispatch had drained: the committed tail was
+    # never dispatched, so the abort file stayed and the next open ran abnormal recovery.
+    root = tmp_path / "s"
+    config = MessageStoreConfig.small(str(root), transient_store_pool_enable=True, transient_store_pool_size=4)
+    store = MessageStore.open(str(root), config, clock=ManualClock(), threaded=threaded)
+    store.put_message(Message("T", b"in the pool", keys=["k"]))  # one small record: not committed yet
+    store.shutdown()
+    assert not (root / "abort").exists()
+    with MessageStore.open(str(root), config, clock=ManualClock(), threaded=False) as reopened:
+        assert reopened.recovery_plan.mode == "normal"
+        with reopened.get_message("g", "T", 0, 0, 8) as got:
+            assert [m.body for m in got.messages] == [b"in the pool"]

@@ -16,7 +16,9 @@ ConsumeQueue file only (a get near a file's end returns fewer messages); a query
 message twice after an abnormal recovery (see ``query``); abnormal recovery dispatches every
 record before the load corrects the min offsets; and ``correctMinOffset`` looks at a queue's
 first file only, so after a reopen a queue whose first kept message is in its second file
-answers min offset 0 (4.9.8 and 5.3.3 alike).
+answers min offset 0 (4.9.8 and 5.3.3 alike). The transient store pool variant
+(``StoreModelPool``) found that a clean shutdown committed the pool's tail after dispatch had
+drained, leaving ``abort`` behind (fixed; ``test_message_store.py``).
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -59,11 +63,12 @@ messages = st.tuples(st.sampled_from(TOPICS), st.integers(0, QUEUES - 1), bodies
 
 class StoreModel(RuleBasedStateMachine):
     VERSION = "4.9.8"
+    CHANGES: ClassVar[Mapping[str, object]] = {}  # MessageStoreConfig changes of a variant
 
     def __init__(self) -> None:
         super().__init__()
         self.root = tempfile.mkdtemp(prefix="rmqlab-model-")
-        self.config = MessageStoreConfig.small(self.root, rocketmq_version=self.VERSION)
+        self.config = MessageStoreConfig.small(self.root, rocketmq_version=self.VERSION, **self.CHANGES)
         self.clock = ManualClock()
         self.store = MessageStore.open(self.root, self.config, clock=self.clock, threaded=False)
         self.queues: dict[tuple[str, int], list[Put]] = {}
@@ -86,13 +91,11 @@ class StoreModel(RuleBasedStateMachine):
         q = self.queues.setdefault((topic, queue_id), [])
         assert result.append_result.logics_offset == len(q)  # type: ignore[attr-defined]
         offset = result.wrote_offset  # type: ignore[attr-defined]
+        size, rest = divmod(result.wrote_bytes, len(msgs))  # type: ignore[attr-defined]
+        assert rest == 0  # a batch's records are all the same size (see put_batch)
         for m in msgs:
-            rec = self.store.look_message_by_offset(offset)
-            assert rec is not None
-            assert rec.body == m.body
-            q.append(Put(offset, rec.store_size, m.body, m.tags, tuple(m.keys)))
-            offset += rec.store_size
-        assert offset == result.wrote_offset + result.wrote_bytes  # type: ignore[attr-defined]
+            q.append(Put(offset, size, m.body, m.tags, tuple(m.keys)))
+            offset += size
         self.end = offset
         self.clock.advance(7)
 
@@ -105,8 +108,16 @@ class StoreModel(RuleBasedStateMachine):
     @rule(msg=messages, n=st.integers(1, 12))
     def put_batch(self, msg: tuple, n: int) -> None:
         topic, queue_id, body, tags, keys = msg
+        # records of one size: the same body length, tags, keys and UNIQ_KEY length
         batch = [Message(topic, body[: 2000] + bytes([i]), tags=tags, keys=keys, queue_id=queue_id) for i in range(n)]
         self._acked(topic, queue_id, self.store.put_messages(batch), batch)
+
+    def _readable_end(self) -> int:
+        """Where readers see the CommitLog end (the pool variant: where it was committed)."""
+        return self.end
+
+    def _check_max_phy_offset(self) -> None:
+        assert self.store.get_max_phy_offset() == self.end
 
     @rule()
     def dispatch(self) -> None:
@@ -167,7 +178,7 @@ class StoreModel(RuleBasedStateMachine):
         self.min_q = {}  # a loaded queue starts at 0, then recoverTopicQueueTable corrects it
         self._correct_min_offsets(units)
         self.corrected_at = 0  # a new CleanConsumeQueueService
-        assert self.store.get_max_phy_offset() == self.end  # nothing acknowledged is lost
+        assert self.store.get_max_phy_offset() == self.end  # nothing acknowledged (and kept) is lost
         self.dispatch()
 
     @rule()
@@ -272,8 +283,9 @@ class StoreModel(RuleBasedStateMachine):
 
     @invariant()
     def offsets(self) -> None:
-        assert self.store.get_max_phy_offset() == self.end
-        assert self.store.get_min_phy_offset() == (self.min_phy if self.end else -1)  # -1: no file yet
+        self._check_max_phy_offset()
+        # -1: no file yet (a kill that lost every record leaves an empty first file: 0)
+        assert self.store.get_min_phy_offset() in ((self.min_phy,) if self.end else (-1, 0))
         for (topic, queue_id), visible in self.visible.items():
             assert self.store.get_max_offset_in_queue(topic, queue_id) == visible
             assert self.store.get_min_offset_in_queue(topic, queue_id) == self.min_q.get((topic, queue_id), 0)
@@ -283,6 +295,7 @@ class StoreModel(RuleBasedStateMachine):
     def look(self, data: st.DataObject) -> None:
         q = data.draw(st.sampled_from([q for q in self.queues.values() if q]))
         p = data.draw(st.sampled_from(q))
+        self.dispatch()  # readable (the pool variant commits first)
         rec = self.store.look_message_by_offset(p.offset)
         if p.offset < self.min_phy:
             assert rec is None  # its file was deleted
@@ -295,9 +308,76 @@ class StoreModel5(StoreModel):
     VERSION = "5.3.3"  # other recovery rules (start file, 5.x normal recovery's re-dispatch)
 
 
+class StoreModelPool(StoreModel):
+    """Writes go to the transient store pool and reach the file when the commit service commits
+    them (at least 4 pages, or every 200 ms of the store's clock): readers and dispatch see the
+    committed part only, and a process kill loses what the pool held and had not committed. Files
+    loaded at open are written in place (RocketMQ maps them without a pool buffer).
+    ``message_index_safe``: with RocketMQ's default (false), recovery after a crash may start
+    past messages whose index file it deletes (a file not yet full is rebuilt from what recovery
+    re-dispatches only, spec 4.5), so their keys are lost for good; the model would see it."""
+
+    CHANGES: ClassVar[Mapping[str, object]] = {
+        "transient_store_pool_enable": True, "transient_store_pool_size": 4, "message_index_safe": True}
+
+    def _readable_end(self) -> int:
+        return self.store.commit_log.mapped_file_queue.committed_where
+
+    def _check_max_phy_offset(self) -> None:
+        # readers see a file the pool writes up to its commit, a file loaded at open (written in
+        # place, RocketMQ maps loaded files without a pool buffer) up to its end
+        assert self._readable_end() <= self.store.get_max_phy_offset() <= self.end
+
+    def _dispatched(self) -> None:
+        """The messages dispatch has passed are visible (it may stop short of what readers see:
+        a step's reput runs before its commit)."""
+        upto = self.store.get_max_phy_offset() - self.store.dispatch_behind_bytes()
+        counts = {k: sum(p.offset + p.size <= upto for p in q) for k, q in self.queues.items()}
+        self.visible = {k: n for k, n in counts.items() if n}  # a queue with none has no consume queue yet
+
+    def dispatch(self) -> None:
+        for _ in range(1000):  # service rounds 250 ms of the clock apart, until all is committed
+            self.clock.advance(250)
+            self.store.step()
+            if self.store.dispatch_behind_bytes() == 0 and self._readable_end() >= self.end:
+                break
+        assert self._readable_end() == self.end
+        self._dispatched()
+        self._cleaned()
+
+    def step(self) -> None:
+        self.store.step()
+        self._dispatched()
+        self._cleaned()
+
+    direct_end = 0  # files loaded at open have no pool buffer: writes below this go to the mapping
+
+    def _reopen(self, units: dict[tuple[str, int], int]) -> None:
+        super()._reopen(units)
+        files = self.store.commit_log.mapped_file_queue.mapped_files
+        self.direct_end = files[-1].file_from_offset + files[-1].file_size if files else 0
+
+    def kill(self) -> None:
+        kept = max(self._readable_end(), min(self.end, self.direct_end))
+        simulate_process_kill(self.store)
+        self.kills += 1
+        self.store.shutdown()
+        # What the pool held and had not committed is gone; what went straight to a mapping
+        # (a file loaded at the last open) stays. Whole messages up to `kept` remain.
+        self.queues = {k: [p for p in q if p.offset + p.size <= kept] for k, q in self.queues.items()}
+        last = max((p for q in self.queues.values() for p in q), key=lambda p: p.offset, default=None)
+        self.end = last.offset + last.size if last else 0
+        size = self.config.mapped_file_size_commit_log
+        if last is not None and last.offset - last.offset % size + size <= kept:
+            self.end = last.offset - last.offset % size + size  # the blank that ended its file stays
+        self._reopen({k: len(v) for k, v in self.queues.items()})
+
+
 _SETTINGS = settings(max_examples=120, stateful_step_count=100, deadline=None,
                      suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 TestStoreModel = StoreModel.TestCase
 TestStoreModel.settings = _SETTINGS
 TestStoreModel5 = StoreModel5.TestCase
 TestStoreModel5.settings = _SETTINGS
+TestStoreModelPool = StoreModelPool.TestCase
+TestStoreModelPool.settings = _SETTINGS

@@ -308,6 +308,16 @@ class StoreModel5(StoreModel):
     VERSION = "5.3.3"  # other recovery rules (start file, 5.x normal recovery's re-dispatch)
 
 
+class StoreModelSync(StoreModel):
+    """SYNC_FLUSH: every put returns once its record is flushed (group commit, stepped)."""
+
+    CHANGES: ClassVar[Mapping[str, object]] = {"flush_disk_type": "SYNC_FLUSH"}
+
+    def _acked(self, topic: str, queue_id: int, result: object, msgs: list[Message]) -> None:
+        super()._acked(topic, queue_id, result, msgs)
+        assert self.store.commit_log.mapped_file_queue.flushed_where >= self.end  # on disk when acked
+
+
 class StoreModelPool(StoreModel):
     """Writes go to the transient store pool and reach the file when the commit service commits
     them (at least 4 pages, or every 200 ms of the store's clock): readers and dispatch see the
@@ -381,3 +391,5 @@ TestStoreModel5 = StoreModel5.TestCase
 TestStoreModel5.settings = _SETTINGS
 TestStoreModelPool = StoreModelPool.TestCase
 TestStoreModelPool.settings = _SETTINGS
+TestStoreModelSync = StoreModelSync.TestCase
+TestStoreModelSync.settings = settings(_SETTINGS, max_examples=60)

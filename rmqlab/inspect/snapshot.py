@@ -35,7 +35,7 @@ import numpy as np
 
 from rmqlab.codec.checkpoint import CHECKPOINT_DATA_SIZE, Checkpoint
 from rmqlab.codec.consume_queue_unit import CQ_STORE_UNIT_SIZE, CQ_UNIT_DTYPE, units_view
-from rmqlab.codec.index_layout import INDEX_PRESETS, choose_index_layout, index_file_size
+from rmqlab.codec.index_layout import choose_index_layout, index_file_size
 from rmqlab.codec.message import BlankRecord, MessageRecord, decode_message
 from rmqlab.codec.names import infer_file_size, parse_offset_file_name
 from rmqlab.codec.scan import RecordColumns, scan_records
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
     from rmqlab.store.index_file import IndexFile
 
-__all__ = ["INDEX_PRESETS", "Damage", "QueueFiles", "StoreSnapshot", "open_snapshot"]
+__all__ = ["Damage", "QueueFiles", "StoreSnapshot", "open_snapshot"]
 
 _STORE_MARKERS = ("commitlog", "consumequeue", "index", "checkpoint")
 #: records per columnar scan chunk (bounds the memory of a walk over a 1 GiB file)

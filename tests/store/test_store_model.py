@@ -112,10 +112,6 @@ class StoreModel(RuleBasedStateMachine):
         batch = [Message(topic, body[: 2000] + bytes([i]), tags=tags, keys=keys, queue_id=queue_id) for i in range(n)]
         self._acked(topic, queue_id, self.store.put_messages(batch), batch)
 
-    def _readable_end(self) -> int:
-        """Where readers see the CommitLog end (the pool variant: where it was committed)."""
-        return self.end
-
     def _check_max_phy_offset(self) -> None:
         assert self.store.get_max_phy_offset() == self.end
 
@@ -127,9 +123,15 @@ class StoreModel(RuleBasedStateMachine):
     @rule()
     def step(self) -> None:
         self.store.step()  # one round of every service: dispatch may or may not catch up
-        if self.store.dispatch_behind_bytes() == 0:
-            self.visible = {k: len(v) for k, v in self.queues.items()}
+        self._dispatched()
         self._cleaned()
+
+    def _dispatched(self) -> None:
+        """The messages dispatch has passed are visible (it may stop short of what readers see:
+        a step's reput runs before its commit)."""
+        upto = self.store.get_max_phy_offset() - self.store.dispatch_behind_bytes()
+        counts = {k: sum(p.offset + p.size <= upto for p in q) for k, q in self.queues.items()}
+        self.visible = {k: n for k, n in counts.items() if n}  # a queue with none has no consume queue yet
 
     def _cleaned(self) -> None:
         """A step ran the CleanConsumeQueueService (after the reput): once the CommitLog's min
@@ -338,13 +340,6 @@ class StoreModelPool(StoreModel):
         # place, RocketMQ maps loaded files without a pool buffer) up to its end
         assert self._readable_end() <= self.store.get_max_phy_offset() <= self.end
 
-    def _dispatched(self) -> None:
-        """The messages dispatch has passed are visible (it may stop short of what readers see:
-        a step's reput runs before its commit)."""
-        upto = self.store.get_max_phy_offset() - self.store.dispatch_behind_bytes()
-        counts = {k: sum(p.offset + p.size <= upto for p in q) for k, q in self.queues.items()}
-        self.visible = {k: n for k, n in counts.items() if n}  # a queue with none has no consume queue yet
-
     def dispatch(self) -> None:
         for _ in range(1000):  # service rounds 250 ms of the clock apart, until all is committed
             self.clock.advance(250)
@@ -352,11 +347,6 @@ class StoreModelPool(StoreModel):
             if self.store.dispatch_behind_bytes() == 0 and self._readable_end() >= self.end:
                 break
         assert self._readable_end() == self.end
-        self._dispatched()
-        self._cleaned()
-
-    def step(self) -> None:
-        self.store.step()
         self._dispatched()
         self._cleaned()
 

@@ -98,6 +98,10 @@ class MappedFileQueue:
         self._committed_where = 0
         self._store_timestamp = 0
         self._lock = threading.Lock()
+        # commits may come from the commit service and a caller at once (flush(),
+        # wait_dispatched()): one at a time, or both could see a full file and give its write
+        # buffer back to the pool twice
+        self._commit_lock = threading.Lock()
 
     # ---------------------------------------------------------------------------------------
     # the list (copy-on-write)
@@ -351,12 +355,13 @@ class MappedFileQueue:
 
     def commit(self, commit_least_pages: int) -> bool:
         """Commit the file holding ``committed_where``; True iff nothing moved."""
-        where0 = self._committed_where
-        mf = self.find_mapped_file_by_offset(where0, where0 == 0)
-        if mf is None:
-            return True
-        where = mf.file_from_offset + mf.commit(commit_least_pages)
-        self._committed_where = where
+        with self._commit_lock:
+            where0 = self._committed_where
+            mf = self.find_mapped_file_by_offset(where0, where0 == 0)
+            if mf is None:
+                return True
+            where = mf.file_from_offset + mf.commit(commit_least_pages)
+            self._committed_where = where
         moved = where != where0
         bus = self.bus
         if moved and bus is not None and bus.active:

@@ -62,6 +62,10 @@ class TransientStorePool:
         entry = self._views.get(id(buf))
         if entry is None or entry[1] is not buf:
             raise ValueError("buffer does not belong to this TransientStorePool")
+        with self._lock:
+            if any(b is buf for b in self._available):
+                # two files would write into one buffer: refuse rather than corrupt
+                raise ValueError("buffer given back to the TransientStorePool twice")
         if self.zero_on_return:
             ctypes.memset(address_of(entry[0]), 0, self.file_size)
         with self._lock:

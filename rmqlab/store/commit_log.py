@@ -64,6 +64,7 @@ from rmqlab.errors import InvalidTopic, RmqlabError
 from rmqlab.events import Appended, EventBus, Rolled
 from rmqlab.files.mapped_file_queue import MappedFileQueue
 from rmqlab.store.message import Message, build_properties_and_map, parse_host
+from rmqlab.store.put_lock import acquire_yielding
 from rmqlab.store.results import (
     AppendMessageResult,
     AppendMessageStatus,
@@ -388,7 +389,7 @@ class CommitLog:
             transient_store_pool=transient_store_pool,
         )
         self.topic_queue_table: dict[str, int] = {}
-        self.put_lock = threading.Lock()
+        self.put_lock = threading.Lock()  # taken with acquire_yielding on contention (put_lock.py)
         self.store_host = parse_host(config.store_host)
         self._msg_id_prefix = create_offset_msg_id(*self.store_host, 0)[:-16]
         # (offset >> 16, msgId of it without the last 4 hex digits): consecutive single puts share
@@ -804,7 +805,10 @@ class CommitLog:
         can go on: the log is not writeable, no file can be created, the record fits no file."""
         body = msg.body
         head = shape.head
-        with self.put_lock:
+        lock = self.put_lock
+        if not lock.acquire(False):
+            acquire_yielding(lock)
+        try:
             mf = self._fast_file(total)
             if mf is None:
                 return None
@@ -836,6 +840,8 @@ class CommitLog:
             mf.store_timestamp = now
             if self.bus.active:
                 self.bus.publish(Appended("commitlog", mf.name, phys, total, pos + total))
+        finally:
+            lock.release()
         upper = self._msg_id_upper  # one tuple read: another putter may replace it meanwhile
         if upper[0] != phys >> 16:
             upper = self._msg_id_upper = (phys >> 16, f"{self._msg_id_prefix}{phys >> 16:012X}")
@@ -1200,7 +1206,10 @@ class CommitLog:
         _h, _s, born_ip, born_port, sf, _head = born_head
         qkey = f"{topic}-{queue_id}"
         store_ip, store_port = self._store_ip, self.store_host[1]
-        with self.put_lock:
+        lock = self.put_lock
+        if not lock.acquire(False):
+            acquire_yielding(lock)
+        try:
             mf = self._fast_file(total_all)
             if mf is None:
                 return None
@@ -1246,6 +1255,8 @@ class CommitLog:
             mf.store_timestamp = now
             if self.bus.active:
                 self.bus.publish(Appended("commitlog", mf.name, wrote, total_all, pos + total_all))
+        finally:
+            lock.release()
         prefix = self._msg_id_prefix
         ids = _OFFSETS_PACK[n].pack(*offsets[:n]).hex(",", 8).upper().replace(",", "," + prefix)
         result = put_ok(wrote, total_all, prefix + ids, now, q0, n)
@@ -1692,7 +1703,10 @@ class CommitLog:
         pieces: list[bytes] = []
         piece = pieces.append
         offsets: list[int] = []
-        with self.put_lock:
+        lock = self.put_lock
+        if not lock.acquire(False):
+            acquire_yielding(lock)
+        try:
             mf = self._fast_file(total_all)
             if mf is None:
                 return None
@@ -1721,6 +1735,8 @@ class CommitLog:
             mf.store_timestamp = now
             if self.bus.active:
                 self.bus.publish(Appended("commitlog", mf.name, wrote, total_all, pos + total_all))
+        finally:
+            lock.release()
         prefix = self._msg_id_prefix
         result = put_ok(wrote, total_all, ",".join([f"{prefix}{o:016X}" for o in offsets]), now, first_q, len(recs))
         if self.on_put is not None:
@@ -1729,7 +1745,10 @@ class CommitLog:
 
     def _put(self, encoded: list[EncodedRecord]) -> PutMessageResult:
         total = sum(len(e.data) for e in encoded) if len(encoded) > 1 else len(encoded[0].data)
-        with self.put_lock:
+        lock = self.put_lock
+        if not lock.acquire(False):
+            acquire_yielding(lock)
+        try:
             if not self.writeable:
                 return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason=self.not_writeable_reason)
             now = self.clock.now_ms()
@@ -1759,6 +1778,8 @@ class CommitLog:
                     self._undo_queue_offsets(encoded)
                     return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason=_TOO_BIG)
             mf.store_timestamp = now
+        finally:
+            lock.release()
         if len(encoded) == 1:
             msg_id = f"{self._msg_id_prefix}{wrote_offset:016X}"
         else:

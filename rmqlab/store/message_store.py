@@ -769,13 +769,23 @@ class MessageStore:
         return self.reput.dispatch_behind_bytes()
 
     def wait_dispatched(self, timeout_s: float = 10.0) -> bool:
-        """Block until reput has caught up with the CommitLog (stepped mode: dispatch now)."""
+        """Block until every message put before the call is dispatched (stepped: dispatch now);
+        False if that did not happen within ``timeout_s`` (threaded).
+
+        With the transient store pool, dispatch sees committed bytes only, so what the pool holds
+        is committed first (as ``flush()`` does), whatever the commit service's page rules say.
+        """
+        mfq = self.commit_log.mapped_file_queue
+        target = mfq.get_max_wrote_position()
+        if self.commit_service is not None:
+            while mfq.committed_where < target and not mfq.commit(0):
+                pass
         if not self.threaded:
             while self.reput.dispatch_behind_bytes() > 0 and self.reput.run_once() > 0:
                 pass
             return self.reput.dispatch_behind_bytes() == 0
         deadline = time.monotonic() + timeout_s
-        while self.reput.dispatch_behind_bytes() > 0:
+        while self.reput.reput_from_offset < target:
             if time.monotonic() > deadline:
                 return False
             self.runner.wakeup("reput")

@@ -203,6 +203,56 @@ def test_queue_uses_pool_when_creating_synchronously(qdir) -> None:
     pool.destroy()
 
 
+def test_overlapping_commits_give_a_full_files_buffer_back_once(qdir, monkeypatch) -> None:
+    # The commit service and a caller (flush(), wait_dispatched()) may commit at once. Both used
+    # to copy a full file's buffer and then both gave it back to the pool: two later files would
+    # have shared one write buffer.
+    import threading
+    import time
+
+    pool = TransientStorePool(2, SIZE)
+    pool.init()
+    q = MappedFileQueue(str(qdir), SIZE, transient_store_pool=pool)
+    mf = q.get_last_mapped_file_for(0)
+    assert mf.append_message(b"x" * SIZE)
+    slow = MappedFile._commit0
+
+    def slow_commit0(self, wb):  # keep the first commit inside its copy while the second starts
+        time.sleep(0.2)
+        slow(self, wb)
+
+    monkeypatch.setattr(MappedFile, "_commit0", slow_commit0)
+    errors: list[BaseException] = []
+
+    def commit() -> None:
+        try:
+            q.commit(0)
+        except BaseException as e:  # the pool refuses a buffer given back twice
+            errors.append(e)
+
+    threads = [threading.Thread(target=commit) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert q.committed_where == SIZE
+    assert pool.available_buffer_nums() == 2
+    q.close()
+    pool.destroy()
+
+
+def test_the_pool_refuses_a_buffer_given_back_twice() -> None:
+    pool = TransientStorePool(1, SIZE)
+    pool.init()
+    buf = pool.borrow_buffer()
+    pool.return_buffer(buf)
+    with pytest.raises(ValueError, match="twice"):
+        pool.return_buffer(buf)
+    assert pool.available_buffer_nums() == 1
+    pool.destroy()
+
+
 # --- lookups ---------------------------------------------------------------------------------
 
 

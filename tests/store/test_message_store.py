@@ -716,3 +716,18 @@ def test_clean_shutdown_with_the_pool_dispatches_its_last_commit(tmp_path: Path,
         assert reopened.recovery_plan.mode == "normal"
         with reopened.get_message("g", "T", 0, 0, 8) as got:
             assert [m.body for m in got.messages] == [b"in the pool"]
+
+
+def test_wait_dispatched_with_the_pool_waits_for_the_commit(tmp_path: Path) -> None:
+    # With the transient store pool, dispatch sees committed bytes only; a few small records
+    # stay in the pool until the commit service's thorough interval (200 ms). wait_dispatched()
+    # used to return at once, before they were visible.
+    root = tmp_path / "s"
+    config = MessageStoreConfig.small(str(root), transient_store_pool_enable=True, transient_store_pool_size=4,
+                                      commit_commit_log_thorough_interval=60_000)
+    with MessageStore.open(str(root), config, threaded=True) as store:
+        for i in range(10):
+            assert store.put_message(Message("T", b"in the pool", keys=[f"k{i}"])).ok
+        assert store.wait_dispatched()
+        assert store.get_max_offset_in_queue("T", 0) == 10
+        assert store.query_message("T", "k9").messages

@@ -489,7 +489,7 @@ def verify(store: Path, hash_slot_num: int | None, index_num: int | None, crc: b
     Example: rmqlab verify data/clean-small --crc
     """
     from rmqlab import render
-    from rmqlab.inspect.verify import verify as run_verify
+    from rmqlab.inspect.checks import verify as run_verify
 
     mode = _mode(as_json, json_lines)
     counts = {"error": 0, "warning": 0, "info": 0}

@@ -384,7 +384,7 @@ class StoreSnapshot:
         return frames.topics_frame(self)
 
     def verify(self, *, check_crc: bool = False, progress: Any = None) -> Iterator[Any]:
-        from rmqlab.inspect.verify import verify
+        from rmqlab.inspect.checks import verify
 
         return verify(self, check_crc=check_crc, progress=progress)
 

@@ -1,7 +1,7 @@
-"""The audit and stats jobs: ``rmqlab.inspect.verify``'s cross-checks as Spark joins, per-topic stats.
+"""The audit and stats jobs: ``rmqlab.inspect.verify()``'s cross-checks as Spark joins, per-topic stats.
 
 ``audit(spark, stores) -> (findings_df, summary_df)`` finds the same things as
-:func:`rmqlab.inspect.verify.verify` on each store (same severity, kind, file, offset; the same
+:func:`rmqlab.inspect.checks.verify` on each store (same severity, kind, file, offset; the same
 message text), but the per-record work runs in Spark: records, units and items are read by the
 ``rmq_*`` sources (only the columns the checks use) and checked in one shuffle, so many stores
 (or one huge store) spread over a cluster. What is per *file* or per *queue* rather than per
@@ -66,7 +66,7 @@ __all__ = [
     "write_stats",
 ]
 
-MAX_PER_KIND = 1000  # as rmqlab.inspect.verify._MAX_PER_KIND
+MAX_PER_KIND = 1000  # as rmqlab.inspect.checks._MAX_PER_KIND
 CHECKPOINT_SLACK_MS = 3000
 _PRE_BLANK = 0x7FFFFFFF
 _FINDING_NAMES = [c[0] for c in schemas.FINDING_COLUMNS]
@@ -140,8 +140,8 @@ class AuditInputs:
 
 # ------------------------------------------------------------------------------------ inputs
 def _store_meta(path: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], tuple[Any, ...], list[Any], int]:
+    from rmqlab.inspect.checks import Finding, _check_layout
     from rmqlab.inspect.snapshot import open_snapshot
-    from rmqlab.inspect.verify import Finding, _check_layout
 
     with open_snapshot(path) as snap:
         size = snap.commit_log_file_size

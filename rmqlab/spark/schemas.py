@@ -120,7 +120,7 @@ INDEX_COLUMNS: list[Column] = [
 
 FINDING_COLUMNS: list[Column] = [
     ("severity", _S, False, "'error' (data lost or wrong) or 'warning'"),
-    ("kind", _S, False, "what was found; the same words as rmqlab.inspect.verify"),
+    ("kind", _S, False, "what was found; the same words as rmqlab.inspect.verify()"),
     ("store", _S, False, "absolute path of the store root"),
     ("file", _S, True, "file relative to the store root"),
     ("offset", _L, True, "byte offset (CommitLog: absolute; other files: position in the file)"),

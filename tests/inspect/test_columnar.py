@@ -16,9 +16,9 @@ from rmqlab.codec.flags import SCHEDULE_TOPIC, TRANSACTION_PREPARED_TYPE, TRANSA
 from rmqlab.codec.message import BlankRecord, MessageRecord
 from rmqlab.errors import CorruptRecord
 from rmqlab.inspect import open_snapshot
+from rmqlab.inspect.checks import Finding, _FileRecords, _walk_file, verify
 from rmqlab.inspect.frames import MESSAGE_COLUMNS, message_row, record_key_hashes
 from rmqlab.inspect.snapshot import Damage, StoreSnapshot
-from rmqlab.inspect.verify import Finding, _FileRecords, _walk_file, verify
 
 
 def ref_messages(snap: StoreSnapshot, topic: str | None = None, start: int | None = None, limit: int | None = None,
@@ -178,7 +178,7 @@ def test_same_frames_and_walks(name: str, reference_store: Callable[[str], Path]
                 assert (a.end, a.newest_ts) == (b.end, b.newest_ts)
         for crc in (False, True):
             got_all = list(verify(snap, check_crc=crc))
-            import rmqlab.inspect.verify as v
+            import rmqlab.inspect.checks as v
 
             orig = v._walk_file
             v._walk_file = ref_walk_file  # type: ignore[assignment]

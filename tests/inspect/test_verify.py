@@ -11,7 +11,7 @@ import pytest
 
 from rmqlab.codec.index_layout import item_position
 from rmqlab.inspect import open_snapshot
-from rmqlab.inspect.verify import Finding, verify
+from rmqlab.inspect.checks import Finding, verify
 
 
 def _problems(path: Path, **kw: Any) -> list[Finding]:
@@ -168,3 +168,22 @@ def test_verify_streams(name: str, reference_store: Callable[[str], Path]) -> No
         next(it, None)  # a generator: nothing is computed before it is iterated
         list(it)
         assert sum(seen) == sum(mf.mapped_length for mf in snap.commit_log_files)
+
+
+def test_verify_from_the_package_is_the_function_whatever_was_imported_first() -> None:
+    # The checks lived in a submodule named ``verify``: once something (the CLI, the Spark audit)
+    # had imported it, ``from rmqlab.inspect import verify`` returned that module.
+    import subprocess
+    import sys
+
+    code = ("import rmqlab.inspect.checks, rmqlab.spark.jobs, rmqlab.cli\n"
+            "from rmqlab.inspect import Finding, verify\n"
+            "assert callable(verify) and verify.__name__ == 'verify', verify\n"
+            "assert isinstance(Finding, type)\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
+    import importlib.util
+
+    import rmqlab.inspect
+
+    clashes = [n for n in rmqlab.inspect.__all__ if importlib.util.find_spec(f"rmqlab.inspect.{n}") is not None]
+    assert clashes == []  # a submodule named like an export replaces it once imported

@@ -98,7 +98,7 @@ def test_crc_check_and_caps_equal_verify(spark: Any, stores: dict[str, Any], tmp
 
     from rmqlab.spark import jobs
 
-    monkeypatch.setattr(importlib.import_module("rmqlab.inspect.verify"), "_MAX_PER_KIND", 3)
+    monkeypatch.setattr(importlib.import_module("rmqlab.inspect.checks"), "_MAX_PER_KIND", 3)
     monkeypatch.setattr(jobs, "MAX_PER_KIND", 3)
     bad = tmp_path / "crc"
     shutil.copytree(stores["rmqlab"], bad)

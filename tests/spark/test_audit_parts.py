@@ -20,7 +20,7 @@ _ts = st.one_of(st.just(0), st.integers(1, 2**41))
        newest=st.lists(st.one_of(st.none(), _ts), max_size=3))
 def test_checkpoint_findings_equal_verify(present: bool, has_files: bool, physic: int, logics: int, index: int,
                                           newest: list[int | None]) -> None:
-    from rmqlab.inspect.verify import _check_checkpoint
+    from rmqlab.inspect.checks import _check_checkpoint
     from rmqlab.spark.jobs import walk_findings
 
     cp = SimpleNamespace(physic_msg_timestamp=physic, logics_msg_timestamp=logics, index_msg_timestamp=index)

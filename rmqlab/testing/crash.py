@@ -47,6 +47,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -100,6 +101,7 @@ class WriterSpec:
     seed: int = 0
     rocketmq_version: str = "4.9.8"
     clock_speed: float = 1.0  # >1: store time runs faster, so recovery starts past file 0
+    producers: int = 1  # >1: threads putting at once (SYNC_FLUSH: group commit), acks logged as they come
 
     def to_argv(self) -> list[str]:
         return ["--spec", json.dumps(dataclasses.asdict(self))]
@@ -198,33 +200,65 @@ def _acks_for(result: Any, msgs: list[tuple[int, Message]]) -> list[Ack]:
 
 
 def run_workload(spec: WriterSpec, on_ready: Any = None) -> int:
-    """Open the store and put ``spec.count`` messages (every 10th put a batch of 3); log acks."""
+    """Open the store and put ``spec.count`` messages (every 10th put a batch of 3); log acks.
+
+    With ``spec.producers`` > 1, that many threads put at once: thread ``t`` takes the blocks of
+    ten messages ``t``, ``t + producers``, ... (a batch of 3 at the end of each block), and the
+    acks go to the log in the order the puts return, which is not the CommitLog's order.
+    """
     clock = ScaledClock(spec.clock_speed) if spec.clock_speed != 1.0 else SystemClock()
     store = MessageStore.open(spec.store_dir, writer_config(spec), clock=clock, threaded=True)
-    rng = random.Random(spec.seed)
     done = 0
+    lock = threading.Lock()
     with open(spec.ack_log, "a", encoding="utf-8") as log:
+
+        def put(batch: list[tuple[int, Message]]) -> None:
+            nonlocal done
+            msgs = [m for _, m in batch]
+            result = store.put_message(msgs[0]) if len(msgs) == 1 else store.put_messages(msgs)
+            if result.ok:
+                lines = "".join(json.dumps(dataclasses.asdict(a)) + "\n" for a in _acks_for(result, batch))
+                with lock:
+                    log.write(lines)
+                    log.flush()
+                    done += len(batch)
+
+        def batch_from(i: int, n: int, rng: random.Random) -> list[tuple[int, Message]]:
+            first = make_message(spec.seed, i, rng)
+            batch = [(i, first)]
+            for j in range(i + 1, i + n):
+                m = make_message(spec.seed, j, rng)
+                m.topic, m.queue_id = first.topic, first.queue_id
+                batch.append((j, m))
+            return batch
+
         if on_ready is not None:
             on_ready()
-        i = 0
-        while i < spec.count:
-            if i % 10 == 9:
-                first = make_message(spec.seed, i, rng)
-                batch = [(i, first)]
-                for j in (i + 1, i + 2):
-                    m = make_message(spec.seed, j, rng)
-                    m.topic, m.queue_id = first.topic, first.queue_id
-                    batch.append((j, m))
-                result = store.put_messages([m for _, m in batch])
-            else:
-                batch = [(i, make_message(spec.seed, i, rng))]
-                result = store.put_message(batch[0][1])
-            if result.ok:
-                for ack in _acks_for(result, batch):
-                    log.write(json.dumps(dataclasses.asdict(ack)) + "\n")
-                log.flush()
-                done += len(batch)
-            i += len(batch)
+        if spec.producers <= 1:
+            rng = random.Random(spec.seed)
+            i = 0
+            while i < spec.count:
+                batch = batch_from(i, 3, rng) if i % 10 == 9 else [(i, make_message(spec.seed, i, rng))]
+                put(batch)
+                i += len(batch)
+            return done
+
+        def produce(t: int) -> None:
+            rng = random.Random(spec.seed * 7919 + t)
+            for block in range(t * 10, spec.count, spec.producers * 10):
+                end = min(block + 10, spec.count)
+                i = block
+                while i < end:
+                    batch = batch_from(i, 3, rng) if i == block + 7 and end - i >= 3 else [
+                        (i, make_message(spec.seed, i, rng))]
+                    put(batch)
+                    i += len(batch)
+
+        threads = [threading.Thread(target=produce, args=(t,), daemon=True) for t in range(spec.producers)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
     return done
 
 

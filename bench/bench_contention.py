@@ -6,8 +6,8 @@ A threaded ASYNC_FLUSH store (256 MiB CommitLog files, so no file is created dur
 1 KiB messages with a tag and a key from ``--producers`` threads for ``--seconds``, first alone,
 then beside ``--pollers`` threads calling ``get_message`` in a loop. Each setting runs twice in
 the same process: with the put lock taken as rmqlab takes it (a contended waiter yields the GIL
-and retries, ``rmqlab.store.put_lock``), and with a plain blocking acquire, which is how it was
-taken before (the **baseline**: a waiter that blocks owns the lock at release but must still win
+until the lock is free, ``rmqlab.store.put_lock``), and with a plain blocking acquire, which is
+how it was taken before (the **baseline**: a waiter that blocks owns the lock at release but must still win
 the GIL back, so each put waits out a GIL hand-off). Prints puts/s (sum over producers, best of
 ``--repeat``) and the ratios: beside pollers over alone, and rmqlab over the blocking acquire.
 Nothing asserts; it prints.
@@ -26,15 +26,15 @@ from rmqlab.store import commit_log
 
 
 def _blocking(lock: threading.Lock, spins: int = 0) -> None:
-    lock.acquire()
+    """The baseline: no waiting for the lock to come free, so ``with lock:`` blocks in it."""
 
 
 def run(workdir: str, producers: int, pollers: int, seconds: float, yielding: bool) -> float:
     """Puts per second of ``producers`` threads beside ``pollers`` polling threads."""
     root = tempfile.mkdtemp(prefix="contention-", dir=workdir)
-    saved = commit_log.acquire_yielding
+    saved = commit_log.wait_until_free
     if not yielding:
-        commit_log.acquire_yielding = _blocking  # type: ignore[assignment]
+        commit_log.wait_until_free = _blocking  # type: ignore[assignment]
     store = MessageStore.open(root, MessageStoreConfig.small(root, mapped_file_size_commit_log=256 << 20))
     stop = threading.Event()
     counts = [0] * producers
@@ -64,7 +64,7 @@ def run(workdir: str, producers: int, pollers: int, seconds: float, yielding: bo
     finally:
         stop.set()
         store.shutdown()
-        commit_log.acquire_yielding = saved
+        commit_log.wait_until_free = saved
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -87,7 +87,7 @@ def main() -> None:
         print(f"{args.producers} producer threads, 1 KiB messages, ASYNC_FLUSH, {args.seconds:g} s rows, "
               f"best of {args.repeat}")
         print(f"{'put lock':<34} {'alone':>12} {f'+{args.pollers} pollers':>12} {'ratio':>7}")
-        for yielding, label in ((False, "baseline: blocking acquire"), (True, "rmqlab: yielding acquire")):
+        for yielding, label in ((False, "baseline: blocking acquire"), (True, "rmqlab: wait until free")):
             alone, busy = rates[(yielding, 0)], rates[(yielding, args.pollers)]
             print(f"{label:<34} {alone:>10,.0f}/s {busy:>10,.0f}/s {busy / alone:>7.3f}")
         for pollers, label in ((0, "alone"), (args.pollers, f"beside {args.pollers} pollers")):

@@ -105,14 +105,18 @@ class AllocateMappedFileService:
                 can_submit -= 1
             if next_next_file_path not in self._table and can_submit > 0:
                 self._offer(AllocateRequest(next_next_file_path, file_size, preallocated=True))
-            if self.has_exception:
+            if self.has_exception and self.threaded:
+                # RocketMQ: the service thread retries and clears it; stepped, this call is
+                # the retry (below), so a failure once (a full disk) does not fail every roll
                 return None
             req = self._table.get(next_file_path)
         if req is None:
             return None
         if not self.threaded:
-            while not req.done.is_set() and self.run_once():
-                pass
+            while not req.done.is_set():
+                if not self.run_once():
+                    # taken off the queue and never created (a run interrupted in between)
+                    self._serve(req)
         if not req.done.wait(self.timeout_ms / 1000.0):
             return None  # "create mmap timeout"; the request stays for a later call
         with self._cond:
@@ -143,8 +147,30 @@ class AllocateMappedFileService:
             _, _, req = heapq.heappop(self._heap)
             if self._table.get(req.file_path) is not req or req.mapped_file is not None:
                 return True  # expired or superseded request
-        self._create(req)
+        self._serve(req)
         return True
+
+    def _serve(self, req: AllocateRequest) -> None:
+        if req.mapped_file is not None:  # created, but interrupted before it was marked done
+            req.done.set()
+            return
+        try:
+            self._create(req)
+        except BaseException as exc:
+            # Interrupted (a KeyboardInterrupt in the thread running a stepped store's put):
+            # forget the request, so the next put files it again. Left in the table, undone,
+            # it made every later roll wait for it and fail (CREATE_MAPEDFILE_FAILED).
+            self._fail(req, f"interrupted: {exc!r}", io_error=False)
+            raise
+
+    def _fail(self, req: AllocateRequest, error: str, *, io_error: bool = True) -> None:
+        with self._cond:
+            if io_error:
+                self.has_exception = True
+            req.error = error
+            if self._table.get(req.file_path) is req:
+                del self._table[req.file_path]
+        req.done.set()
 
     def _create(self, req: AllocateRequest) -> None:
         try:
@@ -163,12 +189,7 @@ class AllocateMappedFileService:
         except (MappedFileError, OSError) as exc:
             # RocketMQ re-queues the request and retries forever; rmqlab fails it so the caller
             # sees None at once (has_exception is cleared by the next success, as in RocketMQ).
-            with self._cond:
-                self.has_exception = True
-                req.error = str(exc)
-                if self._table.get(req.file_path) is req:
-                    del self._table[req.file_path]
-            req.done.set()
+            self._fail(req, str(exc))
             return
         with self._cond:
             req.mapped_file = mf

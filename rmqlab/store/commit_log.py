@@ -64,7 +64,7 @@ from rmqlab.errors import InvalidTopic, RmqlabError
 from rmqlab.events import Appended, EventBus, Rolled
 from rmqlab.files.mapped_file_queue import MappedFileQueue
 from rmqlab.store.message import Message, build_properties_and_map, parse_host
-from rmqlab.store.put_lock import acquire_yielding
+from rmqlab.store.put_lock import wait_until_free
 from rmqlab.store.results import (
     AppendMessageResult,
     AppendMessageStatus,
@@ -389,7 +389,7 @@ class CommitLog:
             transient_store_pool=transient_store_pool,
         )
         self.topic_queue_table: dict[str, int] = {}
-        self.put_lock = threading.Lock()  # taken with acquire_yielding on contention (put_lock.py)
+        self.put_lock = threading.Lock()  # on contention, wait_until_free first (put_lock.py)
         self.store_host = parse_host(config.store_host)
         self._msg_id_prefix = create_offset_msg_id(*self.store_host, 0)[:-16]
         # (offset >> 16, msgId of it without the last 4 hex digits): consecutive single puts share
@@ -806,9 +806,9 @@ class CommitLog:
         body = msg.body
         head = shape.head
         lock = self.put_lock
-        if not lock.acquire(False):
-            acquire_yielding(lock)
-        try:
+        if lock.locked():
+            wait_until_free(lock)
+        with lock:
             mf = self._fast_file(total)
             if mf is None:
                 return None
@@ -840,8 +840,6 @@ class CommitLog:
             mf.store_timestamp = now
             if self.bus.active:
                 self.bus.publish(Appended("commitlog", mf.name, phys, total, pos + total))
-        finally:
-            lock.release()
         upper = self._msg_id_upper  # one tuple read: another putter may replace it meanwhile
         if upper[0] != phys >> 16:
             upper = self._msg_id_upper = (phys >> 16, f"{self._msg_id_prefix}{phys >> 16:012X}")
@@ -1207,9 +1205,9 @@ class CommitLog:
         qkey = f"{topic}-{queue_id}"
         store_ip, store_port = self._store_ip, self.store_host[1]
         lock = self.put_lock
-        if not lock.acquire(False):
-            acquire_yielding(lock)
-        try:
+        if lock.locked():
+            wait_until_free(lock)
+        with lock:
             mf = self._fast_file(total_all)
             if mf is None:
                 return None
@@ -1255,8 +1253,6 @@ class CommitLog:
             mf.store_timestamp = now
             if self.bus.active:
                 self.bus.publish(Appended("commitlog", mf.name, wrote, total_all, pos + total_all))
-        finally:
-            lock.release()
         prefix = self._msg_id_prefix
         ids = _OFFSETS_PACK[n].pack(*offsets[:n]).hex(",", 8).upper().replace(",", "," + prefix)
         result = put_ok(wrote, total_all, prefix + ids, now, q0, n)
@@ -1704,9 +1700,9 @@ class CommitLog:
         piece = pieces.append
         offsets: list[int] = []
         lock = self.put_lock
-        if not lock.acquire(False):
-            acquire_yielding(lock)
-        try:
+        if lock.locked():
+            wait_until_free(lock)
+        with lock:
             mf = self._fast_file(total_all)
             if mf is None:
                 return None
@@ -1719,24 +1715,26 @@ class CommitLog:
             hints = self.dispatch_hints
             if len(hints) >= _MAX_DISPATCH_HINTS:
                 hints.clear()
-            for head, total, crc, flag, sf, born, born_ip, born_port, reconsume, body, tail, dispatch, _s in recs:
-                piece(head.pack(total, magic, crc, queue_id, flag, q, phys, sf, born, born_ip, born_port, now, store_ip,
-                                store_port, reconsume, 0, len(body)))  # fmt: skip
-                piece(body)
-                piece(tail)
-                if dispatch is not None:
-                    hints[phys] = (total, q, now, 68 if sf & flags.BORNHOST_V6_FLAG else 56, dispatch)
-                offsets.append(phys)
-                phys += total
-                q += 1
-            mf.write_target[pos : pos + total_all] = b"".join(pieces)
+            try:
+                for head, total, crc, flag, sf, born, born_ip, born_port, reconsume, body, tail, dispatch, _s in recs:
+                    piece(head.pack(total, magic, crc, queue_id, flag, q, phys, sf, born, born_ip, born_port, now,
+                                    store_ip, store_port, reconsume, 0, len(body)))  # fmt: skip
+                    piece(body)
+                    piece(tail)
+                    if dispatch is not None:
+                        hints[phys] = (total, q, now, 68 if sf & flags.BORNHOST_V6_FLAG else 56, dispatch)
+                    offsets.append(phys)
+                    phys += total
+                    q += 1
+                mf.write_target[pos : pos + total_all] = b"".join(pieces)
+            except BaseException:  # interrupted before anything was committed: no stale hints
+                self._drop_hints(wrote, wrote + total_all)
+                raise
             table[qkey] = q
             mf.wrote_position = pos + total_all
             mf.store_timestamp = now
             if self.bus.active:
                 self.bus.publish(Appended("commitlog", mf.name, wrote, total_all, pos + total_all))
-        finally:
-            lock.release()
         prefix = self._msg_id_prefix
         result = put_ok(wrote, total_all, ",".join([f"{prefix}{o:016X}" for o in offsets]), now, first_q, len(recs))
         if self.on_put is not None:
@@ -1746,40 +1744,44 @@ class CommitLog:
     def _put(self, encoded: list[EncodedRecord]) -> PutMessageResult:
         total = sum(len(e.data) for e in encoded) if len(encoded) > 1 else len(encoded[0].data)
         lock = self.put_lock
-        if not lock.acquire(False):
-            acquire_yielding(lock)
-        try:
+        if lock.locked():
+            wait_until_free(lock)
+        with lock:
             if not self.writeable:
                 return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason=self.not_writeable_reason)
             now = self.clock.now_ms()
             table = self.topic_queue_table
-            first_queue_offset = -1
-            for enc in encoded:
-                q = table.get(enc.queue_key, 0) if enc.gets_queue_offset else 0
-                if first_queue_offset < 0:
-                    first_queue_offset = q
-                enc.queue_offset = q
-                _LONG.pack_into(enc.data, QUEUE_OFFSET_POSITION, q)
-                _LONG.pack_into(enc.data, enc.ts_pos, now)
-                if enc.gets_queue_offset:
-                    table[enc.queue_key] = q + 1
-            mf = self._writable_file()
-            if mf is None:
-                self._undo_queue_offsets(encoded)
-                return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, reason=_NO_FILE)
-            wrote_offset = self._append(mf, encoded, total, now)
-            if wrote_offset < 0:  # END_OF_FILE: blank written, roll and append again
+            end0 = self.mapped_file_queue.get_max_wrote_position()
+            saved = {enc.queue_key: table.get(enc.queue_key) for enc in encoded if enc.gets_queue_offset}
+            try:
+                first_queue_offset = -1
+                for enc in encoded:
+                    q = table.get(enc.queue_key, 0) if enc.gets_queue_offset else 0
+                    if first_queue_offset < 0:
+                        first_queue_offset = q
+                    enc.queue_offset = q
+                    _LONG.pack_into(enc.data, QUEUE_OFFSET_POSITION, q)
+                    _LONG.pack_into(enc.data, enc.ts_pos, now)
+                    if enc.gets_queue_offset:
+                        table[enc.queue_key] = q + 1
                 mf = self._writable_file()
                 if mf is None:
                     self._undo_queue_offsets(encoded)
                     return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, reason=_NO_FILE)
                 wrote_offset = self._append(mf, encoded, total, now)
-                if wrote_offset < 0:
-                    self._undo_queue_offsets(encoded)
-                    return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason=_TOO_BIG)
-            mf.store_timestamp = now
-        finally:
-            lock.release()
+                if wrote_offset < 0:  # END_OF_FILE: blank written, roll and append again
+                    mf = self._writable_file()
+                    if mf is None:
+                        self._undo_queue_offsets(encoded)
+                        return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, reason=_NO_FILE)
+                    wrote_offset = self._append(mf, encoded, total, now)
+                    if wrote_offset < 0:
+                        self._undo_queue_offsets(encoded)
+                        return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason=_TOO_BIG)
+                mf.store_timestamp = now
+            except BaseException:
+                self._settle_interrupted(end0, total, saved, encoded)
+                raise
         if len(encoded) == 1:
             msg_id = f"{self._msg_id_prefix}{wrote_offset:016X}"
         else:
@@ -1794,6 +1796,35 @@ class CommitLog:
         if self.on_put is not None:
             self.on_put(result)
         return _new_put_result(PutMessageStatus.PUT_OK, result)
+
+    def _settle_interrupted(self, end0: int, total: int, saved: dict[str, int | None],
+                            encoded: list[EncodedRecord]) -> None:
+        """After an exception inside :meth:`_put`'s critical section (a KeyboardInterrupt raised
+        while a file was being created, in a notebook's stepped store), make the queue offset
+        table and the dispatch hints agree with what the log holds: the records are in it
+        (wrote position past them) or not at all. Left as they were, the table skipped or
+        repeated a queue offset from then on, and dispatch built wrong ConsumeQueue units."""
+        fs = self.file_size
+        start = end0 if end0 % fs + total + 8 <= fs else end0 - end0 % fs + fs  # after a blank
+        table = self.topic_queue_table
+        if self.mapped_file_queue.get_max_wrote_position() >= start + total:  # appended
+            for key, before in saved.items():
+                table[key] = (before or 0) + sum(1 for e in encoded if e.gets_queue_offset and e.queue_key == key)
+            return
+        for key, before in saved.items():
+            if before is None:
+                table.pop(key, None)
+            else:
+                table[key] = before
+        self._drop_hints(end0, 1 << 63)
+
+    def _drop_hints(self, start: int, end: int) -> None:
+        """Forget the dispatch hints of offsets in [start, end): records a put did not commit.
+        A stale hint would describe whatever record is later written at its offset, and
+        dispatch checks only size, queue offset and store time against it."""
+        hints = self.dispatch_hints
+        for k in [k for k in hints if start <= k < end]:
+            del hints[k]
 
     def _undo_queue_offsets(self, encoded: list[EncodedRecord]) -> None:
         for enc in reversed(encoded):

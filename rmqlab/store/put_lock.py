@@ -7,12 +7,14 @@ With any other Python thread busy (a consumer polling in a loop, a widget, dispa
 can wait out whole switch intervals (5 ms each): four producers and three busy consumers made
 ~100 puts/s instead of thousands.
 
-So the put paths try the lock without blocking and, when it is taken, call :func:`acquire_yielding`:
-it yields the GIL (``time.sleep(0)``) and tries again, so the lock only ever goes to a thread that
-is running Python, which can then put again within its time slice. After ``spins`` yields it
-blocks as usual (the owner then waits for something else, such as a new file). RocketMQ offers
-the same choice (``useReentrantLockWhenPutMessage``: a queueing lock or ``PutMessageSpinLock``).
-The try-then-release pattern is also cheaper than ``with lock:`` on the uncontended path.
+So a put that finds the lock taken first calls :func:`wait_until_free`: it yields the GIL
+(``time.sleep(0)``) until the lock is free, without taking it, and only then enters
+``with lock:``. The lock thus goes to a thread that is running Python, which can put again within
+its time slice. After ``spins`` yields it stops waiting and the ``with`` blocks as usual (the
+owner then waits for something else, such as a new file). The acquire itself stays the C-level
+``with lock:``, so an exception raised between taking and using the lock (a KeyboardInterrupt
+in a notebook) cannot leave it taken. RocketMQ offers the same choice
+(``useReentrantLockWhenPutMessage``: a queueing lock or ``PutMessageSpinLock``).
 """
 
 from __future__ import annotations
@@ -23,11 +25,10 @@ import time
 SPINS = 50
 
 
-def acquire_yielding(lock: threading.Lock, spins: int = SPINS) -> None:
-    """Take ``lock``, held by another thread: yield the GIL between tries, block after ``spins``."""
-    sleep, try_lock = time.sleep, lock.acquire
+def wait_until_free(lock: threading.Lock, spins: int = SPINS) -> None:
+    """Yield the GIL while another thread holds ``lock``, at most ``spins`` times; never takes it."""
+    sleep, locked = time.sleep, lock.locked
     for _ in range(spins):
         sleep(0)
-        if try_lock(False):
+        if not locked():
             return
-    lock.acquire()

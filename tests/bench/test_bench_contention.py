@@ -25,11 +25,14 @@ def test_rows_put_with_the_acquire_they_name(tmp_path: Path, monkeypatch: pytest
 
     def spy_yielding(lock: threading.Lock, spins: int = put_lock.SPINS) -> None:
         used.append("yielding")
-        put_lock.acquire_yielding(lock, spins)
+        put_lock.wait_until_free(lock, spins)
 
     monkeypatch.setattr(bench_contention, "_blocking", spy_blocking)
-    monkeypatch.setattr(commit_log, "acquire_yielding", spy_yielding)
+    monkeypatch.setattr(commit_log, "wait_until_free", spy_yielding)
     rate = bench_contention.run(str(tmp_path), producers=3, pollers=1, seconds=0.5, yielding=yielding)
     assert rate > 0
-    assert commit_log.acquire_yielding is spy_yielding  # put back after the row
-    assert set(used) == {"yielding" if yielding else "blocking"}  # 3 producers always contend
+    assert commit_log.wait_until_free is spy_yielding  # put back after the row
+    if yielding:  # the lock is rarely found taken: that is the point
+        assert set(used) <= {"yielding"}
+    else:  # the convoy: 3 producers find it taken all the time
+        assert set(used) == {"blocking"}

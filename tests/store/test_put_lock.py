@@ -8,38 +8,33 @@ import threading
 from pathlib import Path
 
 from rmqlab import Message, MessageStore, MessageStoreConfig
-from rmqlab.store.put_lock import acquire_yielding
+from rmqlab.store.put_lock import wait_until_free
 
 
-def test_acquire_yielding_takes_the_lock_when_released() -> None:
+def test_wait_until_free_returns_once_the_lock_is_released_and_never_takes_it() -> None:
     lock = threading.Lock()
     lock.acquire()
-    got = threading.Event()
+    freed = threading.Event()
 
     def waiter() -> None:
-        acquire_yielding(lock, spins=10**9)  # never falls back to blocking
-        got.set()
-        lock.release()
+        wait_until_free(lock, spins=10**9)  # never gives up waiting
+        freed.set()
 
     t = threading.Thread(target=waiter)
     t.start()
-    assert not got.wait(0.05)  # held: the waiter keeps yielding
+    assert not freed.wait(0.05)  # held: the waiter keeps yielding
     lock.release()
-    assert got.wait(10)
+    assert freed.wait(10)
     t.join()
-    assert not lock.locked()
+    assert not lock.locked()  # it waited for the lock, it did not take it
 
 
-def test_acquire_yielding_blocks_after_its_spins() -> None:
+def test_wait_until_free_gives_up_after_its_spins() -> None:
     lock = threading.Lock()
     lock.acquire()
-    t = threading.Thread(target=lambda: (acquire_yielding(lock, spins=0), lock.release()))
-    t.start()
-    t.join(0.05)
-    assert t.is_alive()  # blocked in lock.acquire()
+    wait_until_free(lock, spins=3)  # returns although the lock stays taken
+    assert lock.locked()
     lock.release()
-    t.join(10)
-    assert not t.is_alive()
 
 
 def test_producers_put_in_runs_while_other_threads_are_busy(tmp_path: Path) -> None:

@@ -113,11 +113,14 @@ def test_the_exact_put_path_interrupted_while_rolling_keeps_queue_offsets_dense(
 
 def _interrupt_a_put_loop(root: str, changes: dict, seconds: float) -> dict:
     """Run in a fresh interpreter (below): a thread puts (single, exact path, batches) into a
-    stepped store and steps it; this thread raises an exception in it every few milliseconds,
-    as a signal would. In pytest's own process the exception could also land in the hooks it
-    and hypothesis run in any thread (garbage collector callbacks, the unraisable-exception
-    hook) and fail the test for reasons of their own."""
-    store = MessageStore.open(root, MessageStoreConfig.small(root, **changes), threaded=False)
+    stepped store and steps it (with ``changes["threaded"]``: a threaded store, its services in
+    their own threads); this thread raises an exception in it every few milliseconds, as a
+    signal would. In pytest's own process the exception could also land in the hooks it and
+    hypothesis run in any thread (garbage collector callbacks, the unraisable-exception hook)
+    and fail the test for reasons of their own."""
+    changes = dict(changes)
+    threaded = bool(changes.pop("threaded", False))
+    store = MessageStore.open(root, MessageStoreConfig.small(root, **changes), threaded=threaded)
     rnd = random.Random(5)
     done = threading.Event()
     interrupts, acked = [0], []
@@ -137,7 +140,7 @@ def _interrupt_a_put_loop(root: str, changes: dict, seconds: float) -> dict:
                                             for j in range(rnd.randint(1, 6))])  # fmt: skip
                 if r.ok:
                     acked.append((r.wrote_offset, r.queue_offset))
-                if i % 7 == 0:
+                if i % 7 == 0 and not threaded:
                     store.step()
             except Interrupt:
                 interrupts[0] += 1
@@ -165,8 +168,9 @@ def _interrupt_a_put_loop(root: str, changes: dict, seconds: float) -> dict:
     return out
 
 
-@pytest.mark.parametrize("changes", [{}, {"transient_store_pool_enable": True}, {"flush_disk_type": "SYNC_FLUSH"}],
-                         ids=["async", "pool", "sync"])
+@pytest.mark.parametrize("changes", [{}, {"transient_store_pool_enable": True}, {"flush_disk_type": "SYNC_FLUSH"},
+                                     {"threaded": True}, {"threaded": True, "transient_store_pool_enable": True}],
+                         ids=["async", "pool", "sync", "threaded", "threaded-pool"])
 def test_puts_interrupted_at_random_moments(tmp_path: Path, changes: dict) -> None:
     import rmqlab
 

@@ -1766,17 +1766,17 @@ class CommitLog:
                         table[enc.queue_key] = q + 1
                 mf = self._writable_file()
                 if mf is None:
-                    self._undo_queue_offsets(encoded)
+                    self._restore_queue_offsets(saved)
                     return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, reason=_NO_FILE)
                 wrote_offset = self._append(mf, encoded, total, now)
                 if wrote_offset < 0:  # END_OF_FILE: blank written, roll and append again
                     mf = self._writable_file()
                     if mf is None:
-                        self._undo_queue_offsets(encoded)
+                        self._restore_queue_offsets(saved)
                         return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, reason=_NO_FILE)
                     wrote_offset = self._append(mf, encoded, total, now)
                     if wrote_offset < 0:
-                        self._undo_queue_offsets(encoded)
+                        self._restore_queue_offsets(saved)
                         return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason=_TOO_BIG)
                 mf.store_timestamp = now
             except BaseException:
@@ -1811,11 +1811,7 @@ class CommitLog:
             for key, before in saved.items():
                 table[key] = (before or 0) + sum(1 for e in encoded if e.gets_queue_offset and e.queue_key == key)
             return
-        for key, before in saved.items():
-            if before is None:
-                table.pop(key, None)
-            else:
-                table[key] = before
+        self._restore_queue_offsets(saved)
         self._drop_hints(end0, 1 << 63)
 
     def _drop_hints(self, start: int, end: int) -> None:
@@ -1826,10 +1822,14 @@ class CommitLog:
         for k in [k for k in hints if start <= k < end]:
             del hints[k]
 
-    def _undo_queue_offsets(self, encoded: list[EncodedRecord]) -> None:
-        for enc in reversed(encoded):
-            if enc.gets_queue_offset:
-                self.topic_queue_table[enc.queue_key] -= 1
+    def _restore_queue_offsets(self, saved: dict[str, int | None]) -> None:
+        """Put the queue offset table back as it was before a put that wrote nothing."""
+        table = self.topic_queue_table
+        for key, before in saved.items():
+            if before is None:
+                table.pop(key, None)
+            else:
+                table[key] = before
 
     def _writable_file(self) -> MappedFile | None:
         mfq = self.mapped_file_queue

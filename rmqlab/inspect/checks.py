@@ -18,6 +18,11 @@ valid units and each index file's item columns as numpy arrays, zero-copy where 
   ``consume_queue_points_elsewhere`` (error);
 * index -> log — every item points at a record start (``index_item_no_record``) whose
   ``topic#key`` / ``topic#uniq_key`` hashes include the item's hash (``index_item_wrong_key``);
+* index chains — every slot names an existing item of its own slot (``index_slot_bad``), every
+  item's ``prev`` an older item of its slot (``index_prev_bad``: a query would loop or walk
+  another slot's chain), and every item is reached from its slot (``index_items_unreachable``:
+  an error when queries can no longer find a key of a record, ``info`` when each such item's
+  record and key are reached through another item, as after an indexing cut short and redone);
 * checkpoint — present, timestamps not after the newest record by more than 3 s; ``abort``
   present is reported as ``info``.
 
@@ -38,7 +43,7 @@ from rmqlab.codec.consume_queue_unit import CQ_STORE_UNIT_SIZE, MAX_ADDR
 from rmqlab.codec.flags import SCHEDULE_TOPIC, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
 from rmqlab.codec.index_layout import HASH_SLOT_SIZE, INDEX_HEADER_SIZE, INDEX_SIZE, index_file_size
 from rmqlab.codec.names import parse_offset_file_name
-from rmqlab.inspect.frames import index_items
+from rmqlab.inspect.frames import index_items, index_slots
 
 if TYPE_CHECKING:
     from rmqlab.files.mapped_file import MappedFile
@@ -106,6 +111,9 @@ class _Index:
         self.name = os.path.relpath(f.file_name, snap.path)
         self.hash = items["key_hash"].astype(np.int64)
         self.phy = items["phy_offset"].astype(np.int64)
+        self.prev = items["prev_index"].astype(np.int64)
+        self.slots = index_slots(f).astype(np.int64)
+        self.hash_slot_num = f.hash_slot_num
         self.sorted = bool(np.all(np.diff(self.phy) >= 0))
         self.item_base = INDEX_HEADER_SIZE + f.hash_slot_num * HASH_SLOT_SIZE
 
@@ -153,6 +161,7 @@ def verify(snap: StoreSnapshot, *, check_crc: bool = False,
     if not snap.index_error:
         for f in snap.index_files_opened():
             indexes.append(_Index(snap, f))
+    yield from _index_chains(indexes)
     newest_ts = 0
     log_files = snap.commit_log_files
     from rmqlab.inspect.snapshot import scan_end
@@ -438,6 +447,84 @@ def _index_to_log(recs: _FileRecords, indexes: list[_Index], lo: int, hi: int) -
                                    f"item {int(i) + 1} points at {p}, where no record starts"))
         if bad:
             yield from _capped(bad, bad[0].kind, ix.name, bad[0].offset, "items")
+
+
+def _chain_links(ix: _Index) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(bad slots, bad prevs, reachable items, each item's slot) of one index file.
+
+    Item ``i`` (array row ``i - 1``) is in slot ``key_hash % hash_slot_num``. A slot value
+    ``v > 0`` is a good link when item ``v`` exists and is in that slot; a ``prev`` ``p > 0`` of
+    item ``i`` when ``p < i`` and item ``p`` is in the same slot (RocketMQ's query follows
+    ``0 < p <= index_count``, ``p != i``). Reachability over good links, by pointer jumping:
+    each item's parent is the one link naming it, and chains run from newer items to older."""
+    n = len(ix.hash)
+    slot_of = np.abs(ix.hash) % ix.hash_slot_num
+    num = np.arange(1, n + 1, dtype=np.int64)
+    k = np.arange(len(ix.slots), dtype=np.int64)
+    v = ix.slots
+    named = v > 0
+    ok_slot = named & (v <= n)
+    ok_slot[ok_slot] = slot_of[v[ok_slot] - 1] == k[ok_slot]
+    bad_slots = np.flatnonzero(named & ~ok_slot)
+    p = ix.prev
+    linked = p > 0
+    ok_prev = linked & (p < num)
+    ok_prev[ok_prev] = slot_of[p[ok_prev] - 1] == slot_of[ok_prev]
+    bad_prevs = np.flatnonzero(linked & ~ok_prev)
+    parent = np.zeros(n + 1, dtype=np.int64)  # by item number; 0: nothing names it, -1: a slot does
+    parent[p[ok_prev]] = num[ok_prev]
+    parent[v[ok_slot]] = -1
+    parent[0] = 0
+    todo = np.flatnonzero(parent > 0)
+    while todo.size:  # a parent is newer than its child: ~log2(longest chain) rounds
+        parent[todo] = parent[parent[todo]]
+        todo = todo[parent[todo] > 0]
+    return bad_slots, bad_prevs, parent[1:] == -1, slot_of
+
+
+def _index_chains(indexes: list[_Index]) -> Iterator[Finding]:
+    links = [_chain_links(ix) if len(ix.hash) else None for ix in indexes]
+    pair = np.dtype([("phy", "<i8"), ("hash", "<i8")])
+
+    def pairs(ix: _Index, rows: np.ndarray) -> np.ndarray:
+        out = np.empty(len(rows), dtype=pair)
+        out["phy"], out["hash"] = ix.phy[rows], ix.hash[rows]
+        return out
+
+    reached = None
+    for ix, got in zip(indexes, links, strict=True):
+        if got is None:
+            continue
+        bad_slots, bad_prevs, reachable, _slot_of = got
+        if bad_slots.size:
+            k = int(bad_slots[0])
+            yield Finding("error", "index_slot_bad", ix.name, INDEX_HEADER_SIZE + k * HASH_SLOT_SIZE,
+                          f"{bad_slots.size} slot(s) name an item that does not exist or is in another slot "
+                          f"(slot {k} names item {int(ix.slots[k])} of {len(ix.hash)}): queries of their keys "
+                          "miss or walk another chain")
+        if bad_prevs.size:
+            i = int(bad_prevs[0])
+            yield Finding("error", "index_prev_bad", ix.name, ix.position(i),
+                          f"{bad_prevs.size} item(s) link to an item that is not older or not in their slot "
+                          f"(item {i + 1} links to {int(ix.prev[i])}): a query stops or walks another chain")
+        lost = np.flatnonzero(~reachable)
+        if not lost.size:
+            continue
+        if reached is None:  # every reachable (record, key hash) of every index file
+            reached = np.concatenate([pairs(x, np.flatnonzero(g[2])) for x, g in zip(indexes, links, strict=True)
+                                      if g is not None])
+        again = np.isin(pairs(ix, lost), reached)
+        gone = lost[~again]
+        if gone.size:
+            i = int(gone[0])
+            yield Finding("error", "index_items_unreachable", ix.name, ix.position(i),
+                          f"{gone.size} item(s) no slot chain reaches (first: item {i + 1}, record at "
+                          f"{int(ix.phy[i])}): queries can no longer find those keys of those records")
+        if again.any():
+            i = int(lost[again][0])
+            yield Finding("info", "index_items_unreachable", ix.name, ix.position(i),
+                          f"{int(again.sum())} item(s) no slot chain reaches (first: item {i + 1}), each "
+                          "record and key reached through another item: an indexing cut short and done again")
 
 
 def _outside_log(snap: StoreSnapshot, queues: dict[int, _Queue], queue_ids: dict[tuple[str, int], int],

@@ -335,7 +335,8 @@ def index_items(f: IndexFile) -> np.ndarray:
         np.empty(0, INDEX_ITEM_DTYPE)
 
 
-def _slots(f: IndexFile) -> np.ndarray:
+def index_slots(f: IndexFile) -> np.ndarray:
+    """The hash slot table of an index file (item numbers, big-endian int32), zero-copy."""
     buf = f.mapped_file.buffer
     n = min(f.hash_slot_num, max(0, (len(buf) - INDEX_HEADER_SIZE) // HASH_SLOT_SIZE))
     return np.frombuffer(buf, ">i4", count=n, offset=INDEX_HEADER_SIZE)
@@ -357,7 +358,7 @@ def index_files_frame(snap: StoreSnapshot) -> pd.DataFrame:
             "begin_phy_offset": f.begin_phy_offset, "end_phy_offset": f.end_phy_offset,
             "hash_slot_count": f.hash_slot_count, "index_count": f.index_count, "items": max(f.index_count - 1, 0),
             "hash_slot_num": f.hash_slot_num, "index_num": f.index_num,
-            "used_slots": int(np.count_nonzero(_slots(f))), "max_chain_length": int(lengths.max(initial=0)),
+            "used_slots": int(np.count_nonzero(index_slots(f))), "max_chain_length": int(lengths.max(initial=0)),
         })
     return pd.DataFrame(rows, columns=INDEX_FILE_COLUMNS)
 
@@ -365,7 +366,7 @@ def index_files_frame(snap: StoreSnapshot) -> pd.DataFrame:
 def index_slots_frame(snap: StoreSnapshot, file: str, *, used_only: bool = True) -> pd.DataFrame:
     """Per slot of one index file: the newest item number and the chain length."""
     f = snap.index_file(file)
-    heads = _slots(f).astype(np.int64)
+    heads = index_slots(f).astype(np.int64)
     lengths = _chain_lengths(f)[: len(heads)]
     slot = np.arange(len(heads), dtype=np.int64)
     if used_only:

@@ -5,8 +5,8 @@
 message text), but the per-record work runs in Spark: records, units and items are read by the
 ``rmq_*`` sources (only the columns the checks use) and checked in one shuffle, so many stores
 (or one huge store) spread over a cluster. What is per *file* or per *queue* rather than per
-record — file names, sizes and gaps, the ``abort`` marker, index layout, checkpoint values, a
-queue whose offsets decrease — is read on the driver through ``rmqlab.inspect`` (the same
+record — file names, sizes and gaps, the ``abort`` marker, index layout and hash chains,
+checkpoint values, a queue whose offsets decrease — is read on the driver through ``rmqlab.inspect`` (the same
 functions ``verify`` calls); the per-file walk ends are aggregated in Spark and collected.
 
 Plan, for speed: CQ units and index items become one frame of *pointers* located in their
@@ -140,7 +140,7 @@ class AuditInputs:
 
 # ------------------------------------------------------------------------------------ inputs
 def _store_meta(path: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], tuple[Any, ...], list[Any], int]:
-    from rmqlab.inspect.checks import Finding, _check_layout
+    from rmqlab.inspect.checks import Finding, _check_layout, _Index, _index_chains
     from rmqlab.inspect.snapshot import open_snapshot
 
     with open_snapshot(path) as snap:
@@ -166,6 +166,8 @@ def _store_meta(path: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]
             if off.size and not bool(np.all(np.diff(off) >= 0)):
                 found.append(Finding("warning", "cq_not_monotonic", first, 0,
                                      f"consume queue {topic}/{qid}: commit log offsets are not increasing"))
+        if not snap.index_error:  # chains are per index file: their slots and links, numpy on the driver
+            found += _index_chains([_Index(snap, f) for f in snap.index_files_opened()])
         end = log[-1].file_from_offset + size if log else 0
         cp = snap.checkpoint_values()
         aligned = int(size > 0 and all(mf.file_from_offset % size == 0 for mf in log))

@@ -278,8 +278,9 @@ class ConsumeQueue:
                 if pos != mf.file_size and cq_offset * _UNIT == mf.file_from_offset + pos and (
                     cq_offset == 0 or pos != 0 or not mf.first_create_in_queue
                 ):
-                    self.max_physic_offset = end
-                    return bool(mf.append_message(_UNIT_STRUCT.pack(offset, size, tags_code)))
+                    ok = mf.append_message(_UNIT_STRUCT.pack(offset, size, tags_code))
+                    self.max_physic_offset = end  # after the unit: see _put_message_position_info_exact
+                    return bool(ok)
         return self._put_message_position_info_exact(offset, size, tags_code, cq_offset)
 
     def _put_message_position_info_exact(self, offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
@@ -309,8 +310,11 @@ class ConsumeQueue:
                     expect, current, self.topic, self.queue_id, expect - current,
                 )
                 self.order_warnings.append(OrderWarning(expect, current, offset, size))
+        ok = mf.append_message(pack_unit(offset, size, tags_code))
+        # RocketMQ sets it first; set after the append, an interrupt (KeyboardInterrupt) between
+        # the two leaves the unit to be written again by the re-dispatch, never skipped as done
         self.max_physic_offset = offset + size
-        return bool(mf.append_message(pack_unit(offset, size, tags_code)))
+        return bool(ok)
 
     def put_units(self, offsets: np.ndarray, sizes: np.ndarray, tags_codes: np.ndarray,
                   cq_offsets: np.ndarray) -> int:
@@ -351,9 +355,9 @@ class ConsumeQueue:
             block["commit_log_offset"] = offsets[i : i + k]
             block["size"] = sizes[i : i + k]
             block["tags_code"] = tags_codes[i : i + k]
-            self.max_physic_offset = int(ends[i + k - 1])
             if not mf.append_message(block.tobytes()):  # pragma: no cover - k units fit by construction
                 break
+            self.max_physic_offset = int(ends[i + k - 1])  # after the units (an interrupt re-puts them)
             last_ok = i + k - 1
             i += k
         put = self.put_message_position_info

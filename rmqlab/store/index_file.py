@@ -247,13 +247,13 @@ class IndexFile:
             slot_value = INVALID_INDEX
         _ITEM.pack_into(buf, self._item_base + count * INDEX_SIZE,
                         key_hash, phy_offset, _time_diff(store_timestamp, self._begin_timestamp), slot_value)
-        _INT.pack_into(buf, slot_pos, count)
+        self._index_count = count + 1  # before the slot names the item: see put_items
         if count <= 1:
             self._begin_phy_offset = phy_offset
             self._begin_timestamp = store_timestamp
+        _INT.pack_into(buf, slot_pos, count)
         if slot_value == INVALID_INDEX:
             self._hash_slot_count += 1
-        self._index_count = count + 1
         self._end_phy_offset = phy_offset
         self._end_timestamp = store_timestamp
         _HEADER.pack_into(
@@ -296,15 +296,15 @@ class IndexFile:
                 slot_value = INVALID_INDEX
                 used += 1
             pack_item(buf, item_pos, key_hash, phy_offset, time_diff, slot_value)
-            pack_slot(buf, slot_pos, count)
+            self._index_count = count + 1  # before the slot names the item: see put_items
             if count <= 1:
                 self._begin_phy_offset = phy_offset
                 self._begin_timestamp = begin = store_timestamp
                 time_diff = _time_diff(store_timestamp, begin)
+            pack_slot(buf, slot_pos, count)
             count += 1
             item_pos += INDEX_SIZE
         self._hash_slot_count = used
-        self._index_count = count
         self._end_phy_offset = phy_offset
         self._end_timestamp = store_timestamp
         _HEADER.pack_into(buf, 0, self._begin_timestamp, store_timestamp, self._begin_phy_offset,
@@ -367,17 +367,24 @@ class IndexFile:
             block["phy_offset"] = phy
             block["time_diff"] = diff
             block["prev_index"] = prev
-            items[:] = block
-            table[s_sorted[last]] = num[order[last]]
+            heads, head_items = s_sorted[last], num[order[last]]
             new_slots = int(len(valid) - np.count_nonzero(valid))
+            # The order makes an interrupt (KeyboardInterrupt lands between any two statements)
+            # harmless: items first; then the count, so their numbers are never handed out
+            # again; only then the slots that name them. A slot naming items past the count
+            # would have the next put overwrite them and point them at themselves: every older
+            # item of those chains lost to queries. Interrupted after the count, the items are
+            # unreachable and their records indexed again (the end offset is not moved yet).
+            items[:] = block
+            self._index_count = count + k
+            if count <= 1:
+                self._begin_phy_offset = int(phy[0])
+                self._begin_timestamp = new_begin_ts
+            table[heads] = head_items
         finally:
             del table, items
-        if count <= 1:
-            self._begin_phy_offset = int(phy[0])
-            self._begin_timestamp = new_begin_ts
-        self._hash_slot_count += new_slots
-        self._index_count = count + k
         self._end_phy_offset = int(phy[-1])
+        self._hash_slot_count += new_slots
         self._end_timestamp = int(ts[-1])
         _HEADER.pack_into(buf, 0, *self.header_values())
         return k

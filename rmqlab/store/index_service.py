@@ -110,6 +110,11 @@ class IndexService:
         self.read_only = read_only
         self._bus = bus
         self._files: list[IndexFile] = []  # replaced on change, never mutated in place
+        # The offset of the last record this process indexed with every item. RocketMQ indexes
+        # again the record at the last file's end_phy_offset (a crash may have cut it short); one
+        # dispatched again after an interrupt (KeyboardInterrupt in a stepped store) is not when
+        # it is complete (it would only get duplicate items). A new file inherits the end.
+        self._complete = -1
         self._lock = threading.RLock()
         self.load_report: list[LoadReportEntry] = []
         self.index_file_error = False  # RunningFlags.makeIndexFileError after failed creation
@@ -248,8 +253,9 @@ class IndexService:
         if files:
             f = files[-1]
             bus = f._bus
+            end = f._end_phy_offset
             if (
-                offset >= f._end_phy_offset
+                (offset > end or (offset == end and self._complete != offset))
                 and (sys_flag & _TX_MASK) != TRANSACTION_ROLLBACK_TYPE
                 and (bus is None or not bus.active)
             ):
@@ -298,6 +304,7 @@ class IndexService:
                     hashes.extend(key_hashes)
                 if f.index_num - f._index_count > len(hashes):  # room, and not full afterwards
                     f.put_hashes(hashes, offset, ts)
+                    self._complete = offset
                     return
         self._build_one_exact(offset, sys_flag, topic, ts, uniq, keys)
 
@@ -311,7 +318,7 @@ class IndexService:
             index_file = self.retry_get_and_create_index_file()
         if index_file is None:
             return
-        if offset < index_file.end_phy_offset:
+        if offset < index_file.end_phy_offset or self._complete == offset == index_file.end_phy_offset:
             return
         if transaction_type(sys_flag) == TRANSACTION_ROLLBACK_TYPE:
             return
@@ -332,6 +339,7 @@ class IndexService:
                     index_file = self._put_key(index_file, index_key(topic, key), offset, ts, h)
                     if index_file is None:
                         return
+        self._complete = offset
 
     def build_index_batch(
         self,
@@ -379,7 +387,9 @@ class IndexService:
                 self._one_by_one(1, offsets, store_timestamps, sys_flags, topics, keys, uniq_keys, before_roll)
                 return
         offs = np.asarray(offsets, dtype=np.int64)
-        active = (offs >= f.end_phy_offset) & ((np.asarray(sys_flags) & _TX_MASK) != TRANSACTION_ROLLBACK_TYPE)
+        end = f.end_phy_offset
+        after = offs > end if self._complete == end else offs >= end
+        active = after & ((np.asarray(sys_flags) & _TX_MASK) != TRANSACTION_ROLLBACK_TYPE)
         act = np.flatnonzero(active)
         if items is not None:
             act = act[np.isin(act, string_rows)] if string_rows is not None else act
@@ -405,14 +415,17 @@ class IndexService:
         while True:
             k = f.put_items(key_hash[done:], phy[done:], ts[done:])
             done += k
+            if k:
+                last = int(rec[done - 1])
+                mid_record = done < m and int(rec[done]) == last
+                if not mid_record:
+                    self._complete = int(phy[done - 1])
             if not f.is_write_full():
                 return
             if k == 0:  # a fresh file that is already full (index_num < 2): the per-key path
                 self._one_by_one(int(rec[done]), offsets, store_timestamps, sys_flags, topics, keys, uniq_keys,
                                  before_roll)
                 return
-            last = int(rec[done - 1])
-            mid_record = done < m and int(rec[done]) == last
             j = last if mid_record else last + 1
             if j >= n:
                 return  # full after the last record: the next record rolls

@@ -187,3 +187,57 @@ def test_verify_from_the_package_is_the_function_whatever_was_imported_first() -
 
     clashes = [n for n in rmqlab.inspect.__all__ if importlib.util.find_spec(f"rmqlab.inspect.{n}") is not None]
     assert clashes == []  # a submodule named like an export replaces it once imported
+
+
+def _last_index(root: Path) -> tuple[Path, int, list[tuple[int, int, int]]]:
+    """The last index file of a store, its index_count and its items (key hash, phy, prev) by number."""
+    index = sorted((root / "index").iterdir())[-1]
+    data = index.read_bytes()
+    count = struct.unpack_from(">i", data, 36)[0]
+    items = [struct.unpack_from(">iqxxxxi", data, item_position(64, n)) for n in range(count)]
+    return index, count, items
+
+
+def test_index_item_linking_to_itself_cuts_its_chain(store_copy: Callable[[str], Path]) -> None:
+    """What an indexing interrupted between a slot update and the count left once the next
+    item was written over the one the slot named: that item's prev is itself."""
+    root = store_copy("clean-small")
+    index, count, items = _last_index(root)
+    n = max(i for i in range(1, count) if items[i][2] > 0 and items[items[i][2]][2] > 0)  # 2+ older in its chain
+    _patch(index, item_position(64, n) + 16, struct.pack(">i", n))
+    found = _problems(root)
+    assert [(f.kind, f.file) for f in found] == [("index_prev_bad", f"index/{index.name}"),
+                                                 ("index_items_unreachable", f"index/{index.name}")]
+    assert found[0].offset == item_position(64, n)
+    assert f"item {n} links to {n}" in found[0].message
+    older, chain = items[n][2], []
+    while older > 0:
+        chain.append(older)
+        older = items[older][2]
+    assert found[1].offset == item_position(64, min(chain))
+    assert found[1].message.startswith(f"{len(chain)} item(s) no slot chain reaches")
+
+
+def test_index_slot_naming_an_item_past_the_count(store_copy: Callable[[str], Path]) -> None:
+    root = store_copy("clean-small")
+    index, count, items = _last_index(root)
+    slot = items[count - 1][0] % 64  # the newest item's slot: its whole chain hangs on it
+    _patch(index, 40 + slot * 4, struct.pack(">i", count))
+    found = _problems(root)
+    assert [(f.kind, f.offset) for f in found][:1] == [("index_slot_bad", 40 + slot * 4)]
+    assert [f.kind for f in found][1:] == ["index_items_unreachable"]
+    assert f"slot {slot} names item {count} of {count - 1}" in found[0].message
+
+
+def test_an_unreachable_item_whose_key_is_indexed_again_is_info(store_copy: Callable[[str], Path]) -> None:
+    """An indexing interrupted after the count moved and before the slot: rmqlab indexes the
+    record again, so the orphan item costs a slot of the file and nothing else."""
+    root = store_copy("clean-small")
+    index, count, items = _last_index(root)
+    key_hash, phy, _prev = items[count - 1]
+    _patch(index, item_position(64, count), struct.pack(">iqii", key_hash, phy, 0, 0))
+    _patch(index, 36, struct.pack(">i", count + 1))
+    assert _problems(root) == []
+    with open_snapshot(root) as snap:
+        info = [f for f in verify(snap) if f.kind == "index_items_unreachable"]
+    assert [(f.severity, f.offset) for f in info] == [("info", item_position(64, count))]

@@ -76,6 +76,13 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     phy = struct.unpack(">q", damage.read_bytes(idx, item2 + 4, 8))[0]
     other = 18803 if phy != 18803 else 21726
     damage.set_bytes(idx, item2 + 4, struct.pack(">q", other))
+    # an index item linking to itself (an indexing cut short): its chain's older items unreachable
+    s = out["index-chain"] = _copy("clean-small", base / "index-chain")
+    idx = sorted((s / "index").iterdir())[-1]
+    item = 40 + 64 * 4 + 87 * 20
+    if struct.unpack(">i", damage.read_bytes(idx, item + 16, 4))[0] <= 0:
+        raise AssertionError("index-chain: item 87 of the last index file should link to an older item")
+    damage.set_bytes(idx, item + 16, struct.pack(">i", 87))
     # a torn record in the middle of a non-last file: bad magic, the walk of the file stops
     s = out["torn"] = _copy("clean-small", base / "torn")
     damage.set_bytes(s / "commitlog" / "00000000000000065536", 0x0 + 4, b"\x00\x00\x00\x01")

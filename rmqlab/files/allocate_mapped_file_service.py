@@ -222,7 +222,8 @@ class AllocateMappedFileService:
             self._stopped = True
             self._cond.notify_all()
         if self._thread is not None:
-            self._thread.join(timeout=10)
+            if self._thread.ident is not None:  # else start() was cut short before the thread ran
+                self._thread.join(timeout=10)
             self._thread = None
         with self._cond:
             reqs = list(self._table.values())

@@ -8,9 +8,11 @@ kernel) degrades to a ``False`` result instead of an exception.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import fcntl
+import gc
 import mmap
 import os
 import sys
@@ -217,7 +219,7 @@ def madvise_populate_write(addr: int, length: int) -> bool:
 # closing *any* descriptor of the file drops the lock. The registry makes a second FileLock in the
 # same process fail like a second broker would, and keeps the one descriptor open.
 _held: dict[tuple[int, int], str] = {}
-_held_lock = threading.Lock()
+_held_lock = threading.RLock()  # reentrant: a collection inside it may run FileLock.__del__
 _kept_open: list[int] = []  # descriptors that must never be closed (see FileLock.acquire)
 
 
@@ -243,6 +245,16 @@ class FileLock:
     def acquire(self) -> FileLock:
         if self._fd is not None:
             return self
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            pass
+        else:
+            if (st.st_dev, st.st_ino) in _held:
+                # Held in this process: by a live store, or by one nothing refers to any more (an
+                # open interrupted by KeyboardInterrupt before it could hand the store back). A
+                # collection releases the latter (__del__), so the store opens again.
+                gc.collect()
         with _held_lock:
             # Check the registry *before* opening: closing a second descriptor of a file this
             # process already locks would silently drop that lock (POSIX record-lock rule), so a
@@ -265,15 +277,14 @@ class FileLock:
             except OSError as exc:
                 os.close(fd)
                 raise StoreLocked(self.path) from exc
+            self._fd, self._key = fd, key  # first: release() undoes what follows (interrupts)
             _held[key] = self.path
         try:
             os.pwrite(fd, b"lock", 0)
             os.fsync(fd)
-        except OSError:
-            self._fd, self._key = fd, key
+        except BaseException:
             self.release()
             raise
-        self._fd, self._key = fd, key
         return self
 
     def release(self) -> None:
@@ -289,6 +300,12 @@ class FileLock:
             os.close(fd)
             if key is not None:
                 _held.pop(key, None)
+
+    def __del__(self) -> None:
+        # a lock nothing refers to any more (see acquire) must not keep its store locked
+        if getattr(self, "_fd", None) is not None:  # None too if __init__ was cut short
+            with contextlib.suppress(Exception):
+                self.release()
 
     def __enter__(self) -> FileLock:
         return self.acquire()

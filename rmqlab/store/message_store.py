@@ -210,8 +210,8 @@ class MessageStore:
         # -1, which would read as "clean now".
         os.makedirs(os.path.join(self.root, "consumequeue"), exist_ok=True)
         self._lock = FileLock(os.path.join(self.root, "lock"))
-        self._lock.acquire()
         try:
+            self._lock.acquire()
             self._build()
         except BaseException:
             self._lock.release()
@@ -325,7 +325,7 @@ class MessageStore:
             if start:
                 store.start()
         except BaseException:
-            store._release()
+            store._abandon()
             raise
         return store
 
@@ -450,6 +450,16 @@ class MessageStore:
 
     def _release(self) -> None:
         self._lock.release()
+
+    def _abandon(self) -> None:
+        """After an open that failed part-way (an error, or a KeyboardInterrupt during recovery
+        or start): stop whatever service threads it started and release the lock, so the store
+        can be opened again in this process. What recovery already did stays (it is redone)."""
+        try:
+            self.runner.shutdown()
+            self.allocate_service.shutdown()
+        finally:
+            self._release()
 
     def destroy(self) -> None:
         """Delete every file of the store (after shutdown)."""

@@ -153,5 +153,6 @@ class ThreadedRunner:
             loop.stopped.set()
             loop.woken.set()
         for loop in self._loops.values():
-            loop.join(timeout=10)
+            if loop.ident is not None:  # else start() was cut short (an interrupted open)
+                loop.join(timeout=10)
         self._loops.clear()

@@ -28,6 +28,7 @@ from rmqlab.store.consume_queue import ConsumeQueue
 from rmqlab.store.dispatch import ReputMessageService
 from rmqlab.store.index_file import IndexFile
 from rmqlab.store.index_service import IndexService
+from tests.store.trace_interrupts import Interrupt, no_real_interrupt_here
 
 TARGETS: list[Callable[..., Any]] = [
     IndexFile.put_key, IndexFile.put_hashes, IndexFile.put_items,
@@ -39,10 +40,6 @@ TARGETS: list[Callable[..., Any]] = [
 ]
 CODES: dict[CodeType, str] = {f.__code__: f.__qualname__ for f in TARGETS}
 ROUNDS = {"batch": (40, 3), "small": (5, 12), "events": (5, 12)}  # mode: (messages per step, steps)
-
-
-class Interrupt(Exception):
-    """Stands for KeyboardInterrupt (which pytest would take for the user's own)."""
 
 
 class _Tracer:
@@ -61,7 +58,7 @@ class _Tracer:
         return self._line
 
     def _line(self, frame: FrameType, event: str, arg: object) -> Any:
-        if event == "line":
+        if event == "line" and not no_real_interrupt_here(frame):
             here = (frame.f_code, frame.f_lineno)
             if self.target is None:
                 self.seen.add(here)

@@ -245,27 +245,17 @@ class FileLock:
     def acquire(self) -> FileLock:
         if self._fd is not None:
             return self
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            pass
-        else:
-            if (st.st_dev, st.st_ino) in _held:
-                # Held in this process: by a live store, or by one nothing refers to any more (an
-                # open interrupted by KeyboardInterrupt before it could hand the store back). A
-                # collection releases the latter (__del__), so the store opens again.
-                gc.collect()
+        if self._held_here():
+            # Held in this process: by a live store, or by one nothing refers to any more (an
+            # open interrupted by KeyboardInterrupt before it could hand the store back). A
+            # collection releases the latter (__del__), so the store opens again.
+            gc.collect()
         with _held_lock:
             # Check the registry *before* opening: closing a second descriptor of a file this
             # process already locks would silently drop that lock (POSIX record-lock rule), so a
             # refused in-process open used to unlock the store for other processes.
-            try:
-                st = os.stat(self.path)
-            except FileNotFoundError:
-                pass
-            else:
-                if (st.st_dev, st.st_ino) in _held:
-                    raise StoreLocked(self.path)
+            if self._held_here():
+                raise StoreLocked(self.path)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             st = os.fstat(fd)
             key = (st.st_dev, st.st_ino)
@@ -286,6 +276,14 @@ class FileLock:
             self.release()
             raise
         return self
+
+    def _held_here(self) -> bool:
+        """Whether a FileLock of this process holds the file at ``path`` (by device and inode)."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return False
+        return (st.st_dev, st.st_ino) in _held
 
     def release(self) -> None:
         fd, key = self._fd, self._key

@@ -449,8 +449,8 @@ def _index_to_log(recs: _FileRecords, indexes: list[_Index], lo: int, hi: int) -
             yield from _capped(bad, bad[0].kind, ix.name, bad[0].offset, "items")
 
 
-def _chain_links(ix: _Index) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(bad slots, bad prevs, reachable items, each item's slot) of one index file.
+def _chain_links(ix: _Index) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(bad slots, bad prevs, reachable items) of one index file.
 
     Item ``i`` (array row ``i - 1``) is in slot ``key_hash % hash_slot_num``. A slot value
     ``v > 0`` is a good link when item ``v`` exists and is in that slot; a ``prev`` ``p > 0`` of
@@ -479,7 +479,7 @@ def _chain_links(ix: _Index) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nda
     while todo.size:  # a parent is newer than its child: ~log2(longest chain) rounds
         parent[todo] = parent[parent[todo]]
         todo = todo[parent[todo] > 0]
-    return bad_slots, bad_prevs, parent[1:] == -1, slot_of
+    return bad_slots, bad_prevs, parent[1:] == -1
 
 
 def _index_chains(indexes: list[_Index]) -> Iterator[Finding]:
@@ -495,7 +495,7 @@ def _index_chains(indexes: list[_Index]) -> Iterator[Finding]:
     for ix, got in zip(indexes, links, strict=True):
         if got is None:
             continue
-        bad_slots, bad_prevs, reachable, _slot_of = got
+        bad_slots, bad_prevs, reachable = got
         if bad_slots.size:
             k = int(bad_slots[0])
             yield Finding("error", "index_slot_bad", ix.name, INDEX_HEADER_SIZE + k * HASH_SLOT_SIZE,

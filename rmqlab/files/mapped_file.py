@@ -141,6 +141,7 @@ class MappedFile:
         "_bus",
         "_channel_written",
         "_cleanup_over",
+        "_counted",
         "_fd",
         "_first_shutdown_ts",
         "_limit",
@@ -199,6 +200,7 @@ class MappedFile:
         self._ref_count = 1
         self._available = True
         self._cleanup_over = False
+        self._counted = False
         self._first_shutdown_ts = 0
         self._channel_written = False
         self._pool = None
@@ -222,6 +224,7 @@ class MappedFile:
         with MappedFile._counter_lock:
             MappedFile._total_mapped_files += 1
             MappedFile._total_mapped_virtual_memory += self.mapped_length
+            self._counted = True  # in the totals until unmapped (once, however often _unmap runs)
         if created and bus is not None and bus.active:
             bus.publish(
                 FileCreated(queue_name, file_name, self.file_from_offset, file_size, preallocated)
@@ -450,8 +453,8 @@ class MappedFile:
             return self.flushed_position
         if self.is_able_to_flush(flush_least_pages):
             if self.hold():
-                value = self.read_position
-                try:
+                try:  # from the hold on: an interrupt anywhere below still releases it
+                    value = self.read_position
                     self._force_range(self.flushed_position, value)
                     with self._lock:  # concurrent flushes (group commit): only ever move forward
                         if value > self.flushed_position:
@@ -546,13 +549,20 @@ class MappedFile:
         ``interval_forcibly_ms`` after the first force the count negative (readers ignored)."""
         now = _system_clock.now_ms() if now_ms is None else now_ms
         if self._available:
+            self._first_shutdown_ts = now  # before the flag: the forced interval never starts at 0
             self._available = False
-            self._first_shutdown_ts = now
             self.release()
-        elif self._ref_count > 0 and now - self._first_shutdown_ts >= interval_forcibly_ms:
+        elif self._ref_count > 0:
+            if now - self._first_shutdown_ts >= interval_forcibly_ms:
+                with self._lock:
+                    self._ref_count = -1000 - self._ref_count
+                self.release()
+        elif not self._cleanup_over:
+            # The last release was cut short between its count and the unmap (an interrupt):
+            # finish it, or the file could never be destroyed (and cleanup stops at it for good).
             with self._lock:
-                self._ref_count = -1000 - self._ref_count
-            self.release()
+                if not self._cleanup_over:
+                    self._cleanup_over = self._cleanup()
 
     def _cleanup(self) -> bool:
         # called with self._lock held
@@ -580,9 +590,11 @@ class MappedFile:
                 mm.close()
             except BufferError:
                 pass  # a reader still holds a view; the mapping closes when it is dropped
-        with MappedFile._counter_lock:
-            MappedFile._total_mapped_files -= 1
-            MappedFile._total_mapped_virtual_memory -= self.mapped_length
+        with MappedFile._counter_lock:  # an unmap cut short runs again: taken off the totals once
+            if self._counted:
+                self._counted = False
+                MappedFile._total_mapped_files -= 1
+                MappedFile._total_mapped_virtual_memory -= self.mapped_length
 
     def destroy(self, interval_forcibly_ms: int, now_ms: int | None = None) -> bool:
         """Shut down, and delete the file if the cleanup is over; True only when deleted now."""

@@ -660,16 +660,18 @@ class CleanConsumeQueueService:
         if min_offset <= self.last_physical_min_offset:
             return ConsumeQueueCleanupReport(False, min_offset, reason=(
                 f"CommitLog min offset {min_offset} has not moved past {self.last_physical_min_offset}"))
-        self.last_physical_min_offset = min_offset
         interval = s.config.delete_consume_queue_files_interval
         touched: list[str] = []
         total = 0
         for topic, queue_id, cq in s.consume_queue_store.all_queues():
-            deleted = cq.delete_expired_file(min_offset)
+            deleted = cq.delete_expired_file(min_offset, s.clock.now_ms())
             if deleted > 0:
                 touched.append(f"{topic}-{queue_id}")
                 total += deleted
                 if interval > 0:
                     s.clock.sleep_ms(interval)
         index_deleted = s.index_service.delete_expired_file(min_offset)
+        # Only now (RocketMQ records it first): a round cut short (an interrupt) is run again,
+        # not skipped until the CommitLog's min offset moves.
+        self.last_physical_min_offset = min_offset
         return ConsumeQueueCleanupReport(True, min_offset, tuple(touched), total, index_deleted)

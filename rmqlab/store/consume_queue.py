@@ -773,11 +773,12 @@ class ConsumeQueue:
         mf.set_committed_position(pos)
         mf.set_flushed_position(pos)
 
-    def delete_expired_file(self, min_phy: int) -> int:
+    def delete_expired_file(self, min_phy: int, now_ms: int | None = None) -> int:
         """Delete leading files whose last unit points below ``min_phy`` (never the last file),
-        then ``correct_min_offset(min_phy)``. Returns the number of files deleted (spec §3.6)."""
+        then ``correct_min_offset(min_phy)``. Returns the number of files deleted (spec §3.6).
+        ``now_ms`` (the store's clock) times the forced destroy of a file a reader still holds."""
         self._check_writable("delete files of")
-        count = self.mapped_file_queue.delete_expired_file_by_offset(min_phy, _UNIT)
+        count = self.mapped_file_queue.delete_expired_file_by_offset(min_phy, _UNIT, now_ms)
         self.correct_min_offset(min_phy)
         return int(count)
 

@@ -289,15 +289,20 @@ class FileLock:
         fd, key = self._fd, self._key
         if fd is None:
             return
-        self._fd = self._key = None
         with _held_lock:
+            if self._fd != fd:
+                return  # another thread released it first
+            # Forgotten only once unlocked and out of the registry, so a release cut short (an
+            # interrupt) is done again by the next call; closed last (a descriptor number
+            # closed twice could by then name another file).
             try:
                 fcntl.lockf(fd, fcntl.LOCK_UN, 1, 0)
             except OSError:
                 pass
-            os.close(fd)
             if key is not None:
                 _held.pop(key, None)
+            self._fd = self._key = None
+            os.close(fd)
 
     def __del__(self) -> None:
         # a lock nothing refers to any more (see acquire) must not keep its store locked

@@ -19,7 +19,7 @@ import logging
 import os
 import struct
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -219,6 +219,8 @@ class MessageStore:
         self.loaded = False
         self.started = False
         self.is_shutdown = False
+        self._closed = False  # shutdown() (or abandon) finished: the lock is released
+        self._shutdown_done: set[str] = set()  # the steps of a shutdown cut short that are done
         self.last_exit_ok = True
         self.recovery_plan: RecoveryPlan | None = None
         self._memory_cache: float | None = None
@@ -397,37 +399,72 @@ class MessageStore:
         return done
 
     def shutdown(self) -> None:
-        """Stop services, flush everything, write the checkpoint, remove ``abort`` if clean."""
-        if self.is_shutdown:
+        """Stop services, flush everything, write the checkpoint, remove ``abort`` if clean.
+
+        Interrupted (KeyboardInterrupt), it can be called again and finishes: it skips the
+        steps already done and redoes the one cut short (each can run twice), and the lock (and
+        the pool's uncommitted bytes) are kept until the end. Any other error stops the service
+        threads and releases the lock (the ``abort`` file stays: the next open recovers).
+        """
+        if self._closed:
             return
         self.is_shutdown = True
         self.commit_log.writeable = False
         self.commit_log.not_writeable_reason = "store is shut down"
+        done = self._shutdown_done
         try:
-            if self.started:
+            for name, step in self._shutdown_steps():
+                if name not in done:
+                    step()
+                    done.add(name)
+        except Exception:
+            # An error (a failing disk): stop as a crash would (the threads stop, the lock is
+            # released, ``abort`` stays), so the next open recovers.
+            try:
                 self.runner.shutdown()
-                # the pool's last commit first, then dispatch what it made visible: RocketMQ stops
-                # the CommitLog's services before the reput drains (else the abort file stays)
-                if self.commit_service is not None:
-                    self.commit_service.shutdown()
-                while self.reput.dispatch_behind_bytes() > 0 and self.reput.run_once() > 0:
-                    pass
-                if self.flush_commit_log is not None:
-                    self.flush_commit_log.shutdown()
-                if self.group_commit is not None:
-                    self.group_commit.shutdown()
-                self.flush_consume_queue.shutdown()
                 self.allocate_service.shutdown()
-                self.index_service.shutdown()
-            self.commit_log.shutdown()
-            self.consume_queue_store.shutdown()
-            self.checkpoint.shutdown()
-            if self.started and self.reput.dispatch_behind_bytes() == 0:
-                self.abort_file.remove()
-        finally:
+            finally:
+                self._close()
+            raise
+        self._close()
+
+    def _shutdown_steps(self) -> list[tuple[str, Callable[[], object]]]:
+        """``shutdown``'s steps in order, by name. A started store first stops its services:
+        the pool's last commit, then dispatch what it made visible (RocketMQ stops the
+        CommitLog's services before the reput drains, else the abort file stays)."""
+        steps: list[tuple[str, Callable[[], object]]] = []
+        if self.started:
+            steps.append(("runner", self.runner.shutdown))
+            if self.commit_service is not None:
+                steps.append(("commit", self.commit_service.shutdown))
+            steps.append(("reput", self._drain_reput))
+            if self.flush_commit_log is not None:
+                steps.append(("flush_commit_log", self.flush_commit_log.shutdown))
+            if self.group_commit is not None:
+                steps.append(("group_commit", self.group_commit.shutdown))
+            steps += [("flush_consume_queue", self.flush_consume_queue.shutdown),
+                      ("allocate", self.allocate_service.shutdown), ("index", self.index_service.shutdown)]
+        steps += [("commit_log", self.commit_log.shutdown), ("consume_queues", self.consume_queue_store.shutdown),
+                  ("checkpoint", self.checkpoint.shutdown), ("abort", self._remove_abort_if_clean)]
+        return steps
+
+    def _drain_reput(self) -> None:
+        while self.reput.dispatch_behind_bytes() > 0 and self.reput.run_once() > 0:
+            pass
+
+    def _remove_abort_if_clean(self) -> None:
+        if self.started and self.reput.dispatch_behind_bytes() == 0:
+            self.abort_file.remove()
+
+    def _close(self) -> None:
+        """The end of a shutdown: the pool's buffers go back and the lock is released; marked
+        closed last, so one cut short runs again."""
+        try:
             if self.transient_store_pool is not None:
                 self.transient_store_pool.destroy()
+        finally:
             self._release()
+            self._closed = True
 
     def abandon(self) -> None:
         """Drop the store as a killed process would: stop the service threads, flush nothing,
@@ -437,7 +474,7 @@ class MessageStore:
         so reopening runs abnormal recovery over exactly what a SIGKILL leaves. The object must
         not be used afterwards (``shutdown()`` becomes a no-op). Crash models build on this.
         """
-        if self.is_shutdown:
+        if self._closed:
             return
         self.is_shutdown = True
         self.commit_log.writeable = False
@@ -446,6 +483,7 @@ class MessageStore:
             self.runner.shutdown()
             self.allocate_service.shutdown()
         finally:
+            self._closed = True
             self._release()
 
     def _release(self) -> None:

@@ -102,11 +102,11 @@ class StoreCheckpoint:
         """Flush (unless read-only) and unmap. Calling it twice is harmless."""
         if self._closed:
             return
-        if not self.read_only:
+        if not self.read_only and self._mm is not None:  # None: a shutdown cut short unmapped it
             self.flush()
-        if self._mm is not None:
-            self._mm.close()
-            self._mm = None
+        mm, self._mm = self._mm, None  # forgotten first: a closed map is never written again
+        if mm is not None:
+            mm.close()
         self._closed = True
 
     def __repr__(self) -> str:

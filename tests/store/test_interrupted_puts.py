@@ -30,10 +30,7 @@ from rmqlab.files import mapped_file_queue
 from rmqlab.files.mapped_file import MappedFile
 from rmqlab.inspect import open_snapshot, verify
 from rmqlab.store.results import PutMessageStatus
-
-
-class Interrupt(Exception):
-    """Stands for KeyboardInterrupt (which pytest would take for the user's own)."""
+from tests.store.trace_interrupts import Interrupt
 
 
 def _store(tmp_path: Path, **changes: object) -> MessageStore:

@@ -11,8 +11,9 @@ import re
 from types import FrameType
 
 
-class Interrupt(Exception):
-    """Stands for KeyboardInterrupt (which pytest would take for the user's own)."""
+class Interrupt(BaseException):
+    """Stands for KeyboardInterrupt (which pytest would take for the user's own): like it, not
+    an ``Exception``, so no ``except Exception`` handler of rmqlab takes it for an error."""
 
 
 _RETURN_NAME = re.compile(r"return \w+")

@@ -31,7 +31,7 @@ from rmqlab.store.cleanup import CleanCommitLogService, CleanConsumeQueueService
 from rmqlab.store.consume_queue import ConsumeQueue
 from rmqlab.store.index_file import IndexFile
 from rmqlab.store.index_service import IndexService
-from tests.store.trace_interrupts import Interrupt, no_real_interrupt_here
+from tests.store.trace_interrupts import Interrupt, LineTracer, assert_acked_found, run_traced
 
 TARGETS: list[Callable[..., Any]] = [
     MappedFile.flush, MappedFile.shutdown, MappedFile.release, MappedFile._cleanup, MappedFile._unmap,
@@ -51,32 +51,6 @@ TRACED = range(5, 11)  # the steps that delete files
 ALL_HOURS = ";".join(f"{h:02d}" for h in range(24))
 
 
-class _Tracer:
-    """Raise :class:`Interrupt` the first time ``(code, line)`` runs; with ``target`` None
-    record every target line that runs instead."""
-
-    def __init__(self, target: tuple[CodeType, int] | None) -> None:
-        self.target = target
-        self.seen: set[tuple[CodeType, int]] = set()
-        self.fired = False
-
-    def __call__(self, frame: FrameType, event: str, arg: object) -> Any:
-        code = frame.f_code
-        if event != "call" or code not in CODES or (self.target is not None and code is not self.target[0]):
-            return None
-        return self._line
-
-    def _line(self, frame: FrameType, event: str, arg: object) -> Any:
-        if event == "line" and not no_real_interrupt_here(frame):
-            here = (frame.f_code, frame.f_lineno)
-            if self.target is None:
-                self.seen.add(here)
-            elif here == self.target and not self.fired:
-                self.fired = True
-                raise Interrupt
-        return self._line
-
-
 def _files(root: Path) -> list[str]:
     """The CommitLog and ConsumeQueue files below ``root`` (relative paths), and as many
     ``index/#i`` as there are index files (named by the time they were made: a run's own)."""
@@ -87,7 +61,7 @@ def _files(root: Path) -> list[str]:
     return sorted(out) + [f"index/#{i}" for i in range(len(os.listdir(root / "index")))]
 
 
-def _run(root: Path, tracer: _Tracer | None) -> tuple[list[str], int]:
+def _run(root: Path, tracer: LineTracer | None) -> tuple[list[str], int]:
     """Put and step a small store whose files expire an hour after they were written; the
     tracer is on for the steps that delete files. Then check that every file left is usable
     and every message left is found. Returns the files left and the CommitLog's min offset."""
@@ -111,13 +85,7 @@ def _run(root: Path, tracer: _Tracer | None) -> tuple[list[str], int]:
                 n += 1
             clock.advance(10 * 60_000)
             if tracer is not None and s in TRACED:
-                sys.settrace(tracer)
-                try:
-                    store.step()
-                except Interrupt:
-                    pass
-                finally:
-                    sys.settrace(None)
+                run_traced(tracer, store.step)
             else:
                 store.step()
         assert store.wait_dispatched()
@@ -130,14 +98,7 @@ def _run(root: Path, tracer: _Tracer | None) -> tuple[list[str], int]:
             assert os.path.exists(mf.file_name), mf.file_name
             assert mf.ref_count == 1, (mf.file_name, mf.ref_count)
         low = store.get_min_phy_offset()
-        for topic, qid, q, wrote, key in acked:
-            if wrote < low:
-                continue
-            r = store.get_message("g", topic, qid, q, 1)
-            assert [m.commit_log_offset for m in r.messages] == [wrote], (topic, qid, q, r.status)
-            r.release()
-            found = [m.commit_log_offset for m in store.query_message(topic, key, max_num=64).messages]
-            assert wrote in found, (topic, key, wrote, found)
+        assert_acked_found(store, acked, low)
     finally:
         store.shutdown()
     with open_snapshot(root) as snap:
@@ -146,7 +107,7 @@ def _run(root: Path, tracer: _Tracer | None) -> tuple[list[str], int]:
 
 
 def test_cleanup_interrupted_at_every_line(tmp_path: Path) -> None:
-    tracer = _Tracer(None)
+    tracer = LineTracer(CODES, None)
     files, low = _run(tmp_path / "reference", tracer)
     assert low > 0
     assert "commitlog/00000000000000000000" not in files
@@ -156,7 +117,7 @@ def test_cleanup_interrupted_at_every_line(tmp_path: Path) -> None:
             "MappedFileQueue.delete_expired_file_by_offset", "MappedFile._unmap"} <= hit, sorted(hit)
     missed = []
     for i, target in enumerate(lines):
-        tracer = _Tracer(target)
+        tracer = LineTracer(CODES, target)
         try:
             got = _run(tmp_path / f"run-{i}", tracer)
         except AssertionError as e:
@@ -179,11 +140,11 @@ def _flush_and_commit(path: Path, target: tuple[CodeType, int] | None, seen: set
     pool = TransientStorePool(1, 8192)
     pool.init()
     mf = MappedFile(str(path), 8192, transient_store_pool=pool)
-    tracer = _Tracer(target)
+    tracer = LineTracer(CODES, target)
     codes = {MappedFile.flush.__code__, MappedFile.commit.__code__, MappedFile._commit0.__code__}
 
     def trace(frame: FrameType, event: str, arg: object) -> Any:
-        return tracer._line if event == "call" and frame.f_code in codes else None
+        return tracer.line if event == "call" and frame.f_code in codes else None
 
     try:
         for round_ in range(3):

@@ -13,10 +13,9 @@ and key by key while someone listens to the store's events.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import CodeType, FrameType
+from types import CodeType
 from typing import Any
 
 import pytest
@@ -28,7 +27,7 @@ from rmqlab.store.consume_queue import ConsumeQueue
 from rmqlab.store.dispatch import ReputMessageService
 from rmqlab.store.index_file import IndexFile
 from rmqlab.store.index_service import IndexService
-from tests.store.trace_interrupts import Interrupt, no_real_interrupt_here
+from tests.store.trace_interrupts import LineTracer, assert_acked_found, run_traced
 
 TARGETS: list[Callable[..., Any]] = [
     IndexFile.put_key, IndexFile.put_hashes, IndexFile.put_items,
@@ -42,33 +41,7 @@ CODES: dict[CodeType, str] = {f.__code__: f.__qualname__ for f in TARGETS}
 ROUNDS = {"batch": (40, 3), "small": (5, 12), "events": (5, 12)}  # mode: (messages per step, steps)
 
 
-class _Tracer:
-    """Raise :class:`Interrupt` the first time ``(code, line)`` runs; with ``target`` None
-    record every target line that runs instead."""
-
-    def __init__(self, target: tuple[CodeType, int] | None) -> None:
-        self.target = target
-        self.seen: set[tuple[CodeType, int]] = set()
-        self.fired = False
-
-    def __call__(self, frame: FrameType, event: str, arg: object) -> Any:
-        code = frame.f_code
-        if event != "call" or code not in CODES or (self.target is not None and code is not self.target[0]):
-            return None
-        return self._line
-
-    def _line(self, frame: FrameType, event: str, arg: object) -> Any:
-        if event == "line" and not no_real_interrupt_here(frame):
-            here = (frame.f_code, frame.f_lineno)
-            if self.target is None:
-                self.seen.add(here)
-            elif here == self.target and not self.fired:
-                self.fired = True
-                raise Interrupt
-        return self._line
-
-
-def _steps(root: Path, mode: str, tracer: _Tracer | None) -> None:
+def _steps(root: Path, mode: str, tracer: LineTracer | None) -> None:
     """Put and step a small store (files of every kind roll); the tracer is on for the steps
     of the second half only. Then step with no tracer until dispatched, and check."""
     config = MessageStoreConfig.small(str(root), max_hash_slot_num=16, max_index_num=64,
@@ -93,23 +66,12 @@ def _steps(root: Path, mode: str, tracer: _Tracer | None) -> None:
                 acked.append((topic, qid, r.queue_offset, r.wrote_offset, key))
                 n += 1
             if tracer is not None and s >= steps // 2:
-                sys.settrace(tracer)
-                try:
-                    store.step()
-                except Interrupt:
-                    pass
-                finally:
-                    sys.settrace(None)
+                run_traced(tracer, store.step)
             else:
                 store.step()
         store.step()
         assert store.wait_dispatched()
-        for topic, qid, q, wrote, key in acked:
-            r = store.get_message("g", topic, qid, q, 1)
-            assert [m.commit_log_offset for m in r.messages] == [wrote], (topic, qid, q, r.status)
-            r.release()
-            found = [m.commit_log_offset for m in store.query_message(topic, key, max_num=64).messages]
-            assert wrote in found, (topic, key, wrote, found)
+        assert_acked_found(store, acked)
     finally:
         store.shutdown()
     with open_snapshot(root) as snap:
@@ -117,7 +79,7 @@ def _steps(root: Path, mode: str, tracer: _Tracer | None) -> None:
 
 
 def _lines(tmp_path: Path, mode: str) -> list[tuple[CodeType, int]]:
-    tracer = _Tracer(None)
+    tracer = LineTracer(CODES, None)
     _steps(tmp_path / f"discover-{mode}", mode, tracer)
     return sorted(tracer.seen, key=lambda cl: (CODES[cl[0]], cl[1]))
 
@@ -132,7 +94,7 @@ def test_dispatch_interrupted_at_every_line(tmp_path: Path, mode: str) -> None:
     assert expected <= hit, sorted(hit)
     fired = 0
     for i, target in enumerate(lines):
-        tracer = _Tracer(target)
+        tracer = LineTracer(CODES, target)
         try:
             _steps(tmp_path / f"run-{i}", mode, tracer)
         except AssertionError as e:

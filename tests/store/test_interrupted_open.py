@@ -10,42 +10,16 @@ store left its service threads running on files the next open would write too.
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 import threading
 from pathlib import Path
-from types import FrameType
-from typing import Any
 
 import pytest
 
-import rmqlab
 from rmqlab import Message, MessageStore, MessageStoreConfig
 from rmqlab.errors import StoreLocked
-from tests.store.trace_interrupts import Interrupt, no_real_interrupt_here
-
-RMQLAB = os.path.dirname(rmqlab.__file__)
-
-
-class _Tracer:
-    """Count the rmqlab lines that run; raise :class:`Interrupt` at line ``at`` (None: count only)."""
-
-    def __init__(self, at: int | None) -> None:
-        self.at, self.n, self.fired = at, 0, False
-
-    def __call__(self, frame: FrameType, event: str, arg: object) -> Any:
-        code = frame.f_code  # not __del__: a collection may run one anywhere (its errors are only printed)
-        return self._line if event == "call" and code.co_filename.startswith(RMQLAB) and code.co_name != "__del__" \
-            else None
-
-    def _line(self, frame: FrameType, event: str, arg: object) -> Any:
-        if event == "line" and not no_real_interrupt_here(frame):
-            self.n += 1
-            if self.n == self.at:
-                self.fired = True
-                raise Interrupt
-        return self._line
+from tests.store.trace_interrupts import Interrupt, NthLineTracer, store_answers
 
 
 def _crashed_store(root: Path) -> MessageStoreConfig:
@@ -61,20 +35,7 @@ def _crashed_store(root: Path) -> MessageStoreConfig:
     return config
 
 
-def _answers(store: MessageStore) -> dict[str, Any]:
-    assert store.wait_dispatched()
-    out: dict[str, Any] = {"max": store.get_max_phy_offset(), "min": store.get_min_phy_offset()}
-    for t in ("T0", "T1"):
-        for q in range(3):
-            out[f"{t}/{q}"] = (store.get_min_offset_in_queue(t, q), store.get_max_offset_in_queue(t, q))
-    # as sets: RocketMQ's recovery may index the last record twice, and whether it does depends
-    # on where the index stood when the process stopped
-    out["keys"] = [sorted({m.commit_log_offset for m in store.query_message(f"T{i % 2}", f"k{i}").messages})
-                   for i in range(0, 160, 3)]
-    return out
-
-
-def _open(root: Path, config: MessageStoreConfig, threaded: bool, tracer: _Tracer | None = None) -> MessageStore:
+def _open(root: Path, config: MessageStoreConfig, threaded: bool, tracer: NthLineTracer | None = None) -> MessageStore:
     if tracer is not None:
         sys.settrace(tracer)
     try:
@@ -88,9 +49,9 @@ def test_open_interrupted_anywhere_opens_again_with_the_same_answers(tmp_path: P
     src = tmp_path / "src"
     config = _crashed_store(src)
     shutil.copytree(src, tmp_path / "ref")
-    counter = _Tracer(None)
+    counter = NthLineTracer(None)
     store = _open(tmp_path / "ref", config, threaded, counter)
-    want = _answers(store)
+    want = store_answers(store, 160, 3)
     store.shutdown()
     lines = counter.n
     assert lines > 1000, lines
@@ -102,7 +63,7 @@ def test_open_interrupted_anywhere_opens_again_with_the_same_answers(tmp_path: P
         run = tmp_path / "run"
         shutil.rmtree(run, ignore_errors=True)
         shutil.copytree(src, run)
-        tracer = _Tracer(at)
+        tracer = NthLineTracer(at)
         try:
             _open(run, config, threaded, tracer).shutdown()  # a line of open only the counting run ran
         except Interrupt:
@@ -114,6 +75,6 @@ def test_open_interrupted_anywhere_opens_again_with_the_same_answers(tmp_path: P
         except StoreLocked as e:
             raise AssertionError(f"interrupted at line {at}: {e}") from None
         try:
-            assert _answers(store) == want, f"interrupted at line {at}"
+            assert store_answers(store, 160, 3) == want, f"interrupted at line {at}"
         finally:
             store.shutdown()

@@ -5,42 +5,15 @@ finishes it, and the store opens again in the same process with every message in
 
 from __future__ import annotations
 
-import os
 import shutil
-import sys
 import threading
 from pathlib import Path
-from types import FrameType
-from typing import Any
 
 import pytest
 
-import rmqlab
 from rmqlab import Message, MessageStore, MessageStoreConfig
 from rmqlab.errors import StoreLocked
-from tests.store.trace_interrupts import Interrupt, no_real_interrupt_here
-
-RMQLAB = os.path.dirname(rmqlab.__file__)
-
-
-class _Tracer:
-    """Count the rmqlab lines that run; raise :class:`Interrupt` at line ``at`` (None: count only)."""
-
-    def __init__(self, at: int | None) -> None:
-        self.at, self.n, self.fired = at, 0, False
-
-    def __call__(self, frame: FrameType, event: str, arg: object) -> Any:
-        code = frame.f_code  # not __del__: a collection may run one anywhere (its errors are only printed)
-        return self._line if event == "call" and code.co_filename.startswith(RMQLAB) and code.co_name != "__del__" \
-            else None
-
-    def _line(self, frame: FrameType, event: str, arg: object) -> Any:
-        if event == "line" and not no_real_interrupt_here(frame):
-            self.n += 1
-            if self.n == self.at:
-                self.fired = True
-                raise Interrupt
-        return self._line
+from tests.store.trace_interrupts import NthLineTracer, run_traced, store_answers
 
 
 def _filled(root: Path, threaded: bool, tsp: bool) -> tuple[MessageStore, MessageStoreConfig]:
@@ -55,36 +28,17 @@ def _filled(root: Path, threaded: bool, tsp: bool) -> tuple[MessageStore, Messag
     return store, config
 
 
-def _answers(store: MessageStore) -> dict[str, Any]:
-    assert store.wait_dispatched()
-    out: dict[str, Any] = {"max": store.get_max_phy_offset(), "min": store.get_min_phy_offset()}
-    for t in ("T0", "T1"):
-        for q in range(3):
-            out[f"{t}/{q}"] = (store.get_min_offset_in_queue(t, q), store.get_max_offset_in_queue(t, q))
-    out["keys"] = [sorted({m.commit_log_offset for m in store.query_message(f"T{i % 2}", f"k{i}").messages})
-                   for i in range(160)]  # fmt: skip
-    return out
-
-
-def _shutdown(store: MessageStore, tracer: _Tracer) -> None:
-    sys.settrace(tracer)
-    try:
-        store.shutdown()
-    finally:
-        sys.settrace(None)
-
-
 @pytest.mark.parametrize(("threaded", "tsp"), [(False, False), (True, False), (True, True)],
                          ids=["stepped", "threaded", "threaded-pool"])
 def test_shutdown_interrupted_anywhere_finishes_and_opens_again(tmp_path: Path, threaded: bool, tsp: bool) -> None:
     store, config = _filled(tmp_path / "ref", threaded, tsp)
-    counter = _Tracer(None)
-    _shutdown(store, counter)
+    counter = NthLineTracer(None)
+    run_traced(counter, store.shutdown)
     lines = counter.n
     assert lines > 100, lines
     store = MessageStore.open(tmp_path / "ref", config, threaded=threaded)
     assert store.last_exit_ok
-    want = _answers(store)
+    want = store_answers(store, 160)
     store.shutdown()
     before = {t.ident for t in threading.enumerate()}
     # every line of the first 100 (shutdown's own steps, the threads stopping) and of the last
@@ -95,11 +49,7 @@ def test_shutdown_interrupted_anywhere_finishes_and_opens_again(tmp_path: Path, 
         run = tmp_path / "run"
         shutil.rmtree(run, ignore_errors=True)
         store, config = _filled(run, threaded, tsp)
-        tracer = _Tracer(at)
-        try:
-            _shutdown(store, tracer)
-        except Interrupt:
-            pass
+        run_traced(NthLineTracer(at), store.shutdown)
         store.shutdown()  # what a person does next: finishes it (or does nothing: it was done)
         left = [t.name for t in threading.enumerate() if t.is_alive() and t.ident not in before]
         assert not left, f"threads left at line {at}: {left}"
@@ -108,7 +58,7 @@ def test_shutdown_interrupted_anywhere_finishes_and_opens_again(tmp_path: Path, 
         except StoreLocked as e:
             raise AssertionError(f"interrupted at line {at}: {e}") from None
         try:
-            assert _answers(store) == want, f"interrupted at line {at}"
+            assert store_answers(store, 160) == want, f"interrupted at line {at}"
         finally:
             store.shutdown()
 
@@ -119,7 +69,7 @@ def test_shutdown_failing_stops_threads_releases_lock_and_recovers(tmp_path: Pat
     recovers every message."""
     before = {t.ident for t in threading.enumerate()}
     store, config = _filled(tmp_path / "ref", True, False)
-    want = _answers(store)
+    want = store_answers(store, 160)
 
     def failing() -> None:
         raise OSError(5, "Input/output error")
@@ -133,6 +83,6 @@ def test_shutdown_failing_stops_threads_releases_lock_and_recovers(tmp_path: Pat
     store = MessageStore.open(tmp_path / "ref", config, threaded=True)
     try:
         assert not store.last_exit_ok  # abort stayed: recovered as after a crash
-        assert _answers(store) == want
+        assert store_answers(store, 160) == want
     finally:
         store.shutdown()

@@ -7,8 +7,17 @@ test can try every place between two statements, deterministically (a signal lan
 from __future__ import annotations
 
 import linecache
+import os
 import re
-from types import FrameType
+import sys
+from collections.abc import Callable, Collection
+from types import CodeType, FrameType
+from typing import Any
+
+import rmqlab
+from rmqlab import MessageStore
+
+RMQLAB = os.path.dirname(rmqlab.__file__)
 
 
 class Interrupt(BaseException):
@@ -39,3 +48,93 @@ def no_real_interrupt_here(frame: FrameType) -> bool:
         _AFTER_WITH.discard(key)
         return True
     return False
+
+
+class LineTracer:
+    """A ``sys.settrace`` function: raise :class:`Interrupt` the first time ``target`` (a code
+    of ``codes`` and a line of it) runs; with ``target`` None record in ``seen`` every line of
+    ``codes`` that runs instead (where a later run may interrupt)."""
+
+    def __init__(self, codes: Collection[CodeType], target: tuple[CodeType, int] | None) -> None:
+        self.codes = codes
+        self.target = target
+        self.seen: set[tuple[CodeType, int]] = set()
+        self.fired = False
+
+    def __call__(self, frame: FrameType, event: str, arg: object) -> Any:
+        code = frame.f_code
+        if event != "call" or code not in self.codes or (self.target is not None and code is not self.target[0]):
+            return None
+        return self.line
+
+    def line(self, frame: FrameType, event: str, arg: object) -> Any:
+        if event == "line" and not no_real_interrupt_here(frame):
+            here = (frame.f_code, frame.f_lineno)
+            if self.target is None:
+                self.seen.add(here)
+            elif here == self.target and not self.fired:
+                self.fired = True
+                raise Interrupt
+        return self.line
+
+
+class NthLineTracer:
+    """A ``sys.settrace`` function: count the rmqlab lines that run (``n``) and raise
+    :class:`Interrupt` at line ``at`` (None: count only)."""
+
+    def __init__(self, at: int | None) -> None:
+        self.at, self.n, self.fired = at, 0, False
+
+    def __call__(self, frame: FrameType, event: str, arg: object) -> Any:
+        code = frame.f_code  # not __del__: a collection may run one anywhere (its errors are only printed)
+        if event == "call" and code.co_filename.startswith(RMQLAB) and code.co_name != "__del__":
+            return self.line
+        return None
+
+    def line(self, frame: FrameType, event: str, arg: object) -> Any:
+        if event == "line" and not no_real_interrupt_here(frame):
+            self.n += 1
+            if self.n == self.at:
+                self.fired = True
+                raise Interrupt
+        return self.line
+
+
+def run_traced(tracer: Callable[..., Any], fn: Callable[[], object]) -> bool:
+    """``fn()`` with ``tracer`` on; whether an :class:`Interrupt` cut it short."""
+    sys.settrace(tracer)
+    try:
+        fn()
+    except Interrupt:
+        return True
+    finally:
+        sys.settrace(None)
+    return False
+
+
+def store_answers(store: MessageStore, messages: int, every: int = 1) -> dict[str, Any]:
+    """What the interrupt tests compare: offsets of the CommitLog and of queues ``T0``/``T1``
+    0-2, and the records key ``k{i}`` finds for every ``every``-th of ``messages`` (as sets:
+    RocketMQ's recovery may index the last record twice, depending on where the index stood
+    when the process stopped)."""
+    assert store.wait_dispatched()
+    out: dict[str, Any] = {"max": store.get_max_phy_offset(), "min": store.get_min_phy_offset()}
+    for t in ("T0", "T1"):
+        for q in range(3):
+            out[f"{t}/{q}"] = (store.get_min_offset_in_queue(t, q), store.get_max_offset_in_queue(t, q))
+    out["keys"] = [sorted({m.commit_log_offset for m in store.query_message(f"T{i % 2}", f"k{i}").messages})
+                   for i in range(0, messages, every)]  # fmt: skip
+    return out
+
+
+def assert_acked_found(store: MessageStore, acked: list[tuple[str, int, int, int, str]], low: int = 0) -> None:
+    """Every acknowledged ``(topic, queue_id, queue_offset, commit_log_offset, key)`` at or past
+    CommitLog offset ``low`` is at its queue offset and found by its key."""
+    for topic, qid, q, wrote, key in acked:
+        if wrote < low:
+            continue
+        r = store.get_message("g", topic, qid, q, 1)
+        assert [m.commit_log_offset for m in r.messages] == [wrote], (topic, qid, q, r.status)
+        r.release()
+        found = [m.commit_log_offset for m in store.query_message(topic, key, max_num=64).messages]
+        assert wrote in found, (topic, key, wrote, found)

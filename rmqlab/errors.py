@@ -9,6 +9,7 @@ from __future__ import annotations
 __all__ = [
     "ConfigError",
     "CorruptRecord",
+    "DiskFull",
     "InvalidTopic",
     "MappedFileError",
     "NotAStore",
@@ -69,6 +70,18 @@ class MappedFileError(RmqlabError):
         self.file = file
         self.detail = detail
         super().__init__(f"{file}: {detail}")
+
+
+class DiskFull(MappedFileError):
+    """No space left for the next pages of a mapped file: writing them would raise SIGBUS, which
+    kills the whole process (a Jupyter kernel), so nothing is written there."""
+
+    def __init__(self, file: str, offset: int) -> None:
+        self.offset = offset
+        super().__init__(file, (
+            f"no space left on the file system for the pages from offset {offset} (a write there "
+            "would kill the process with SIGBUS): nothing was written; free space, or let cleanup "
+            "delete expired files, and try again"))
 
 
 class ReadOnlyStore(RmqlabError):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import errno
 import fcntl
 import gc
 import mmap
@@ -198,18 +199,29 @@ def madvise_populate_write(addr: int, length: int) -> bool:
     where unsupported -- not Linux, no libc, a kernel older than 5.14 (``EINVAL``) -- or refused
     (a range not mapped, a full disk): callers then stop trying. True for ``length <= 0``.
     """
+    return populate_write(addr, length) == 0
+
+
+def populate_write(addr: int, length: int) -> int:
+    """:func:`madvise_populate_write` with the reason: 0 when the pages are writable now,
+    ``errno.EFAULT`` when writing them would raise SIGBUS (no space left for their blocks: the
+    kernel kills a process that writes there), another errno when refused for another reason,
+    and -1 where ``MADV_POPULATE_WRITE`` does not exist (not Linux, no libc, kernel < 5.14)."""
     global _madvise
     if length <= 0:
-        return True  # nothing to do
+        return 0  # nothing to do
     if not addr:
-        return False
+        return -1
     madvise = _madvise
     if madvise is None:
         libc = _load_libc() if _MADV_POPULATE_WRITE else None
         madvise = _madvise = libc.madvise if libc else False
     if not madvise:
-        return False
-    return int(madvise(addr, length, _MADV_POPULATE_WRITE)) == 0
+        return -1
+    if int(madvise(addr, length, _MADV_POPULATE_WRITE)) == 0:
+        return 0
+    err = ctypes.get_errno()
+    return -1 if err in (0, errno.EINVAL, errno.ENOSYS) else err  # EINVAL: kernel < 5.14 (or a bad range)
 
 
 # --------------------------------------------------------------------------------------------

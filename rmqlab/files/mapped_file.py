@@ -36,6 +36,7 @@ mapping is closed when the last view goes), so a forced destroy never crashes a 
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import threading
@@ -47,13 +48,13 @@ import numpy as np
 
 from rmqlab.clock import SystemClock
 from rmqlab.config import SYNC_FLUSH
-from rmqlab.errors import MappedFileError, ReadOnlyStore
+from rmqlab.errors import DiskFull, MappedFileError, ReadOnlyStore
 from rmqlab.events import EventBus, FileCreated, FileWarmed
 from rmqlab.files.fs import (
     address_of,
-    madvise_populate_write,
     madvise_willneed,
     msync_range,
+    populate_write,
     sparse_create,
     try_mlock,
 )
@@ -65,6 +66,10 @@ __all__ = ["OS_PAGE_SIZE", "AppendFn", "MappedFile", "SelectMappedBufferResult",
 
 OS_PAGE_SIZE = 4096
 _PAGE = mmap.PAGESIZE  # msync needs a page-aligned start
+#: how far past a write :meth:`MappedFile.reserve` makes pages writable (one call per 64 pages;
+#: at most 1/128 of the file, so a 6 MB ConsumeQueue file stays sparse)
+RESERVE_AHEAD = 256 * 1024
+_can_populate = True  # False once the kernel said MADV_POPULATE_WRITE does not exist (< 5.14)
 
 #: ``fn(buf, pos, max_blank, file_from_offset) -> bytes written`` (:meth:`MappedFile.append_with`)
 AppendFn = Callable[[memoryview, int, int, int], int]
@@ -148,7 +153,6 @@ class MappedFile:
         "_lock",
         "_mm",
         "_pool",
-        "_prefaulted",
         "_ref_count",
         "_target",
         "_write_buffer",
@@ -164,6 +168,7 @@ class MappedFile:
         "queue_name",
         "read_only",
         "store_timestamp",
+        "writable_to",
         "wrote_position",
     )
 
@@ -220,7 +225,9 @@ class MappedFile:
         self._target = self._write_buffer if self._write_buffer is not None else self.buffer
         start = self.mapped_length if read_only else 0
         self.wrote_position = self.committed_position = self.flushed_position = start
-        self._prefaulted = 0  # pages below it were pre-faulted (see prefault)
+        #: pages below this offset take a write without a fault: pre-faulted (:meth:`prefault`)
+        #: or made writable (:meth:`reserve`); writers check it before writing past it
+        self.writable_to = 0
         with MappedFile._counter_lock:
             MappedFile._total_mapped_files += 1
             MappedFile._total_mapped_virtual_memory += self.mapped_length
@@ -306,6 +313,8 @@ class MappedFile:
             if self.read_only:
                 raise ReadOnlyStore(f"{self.file_name}: mapped read-only")
             return False
+        if end > self.writable_to:
+            self.reserve(end)
         self._target[pos:end] = data
         self.wrote_position = end
         return True
@@ -341,12 +350,60 @@ class MappedFile:
         self.wrote_position = end
 
     # ---------------------------------------------------------------------------------------
+    # room on disk: a write to a page the file system has no block for raises SIGBUS
+
+    def reserve(self, end: int) -> None:
+        """Make the pages from the writer's up to ``end`` (and ``RESERVE_AHEAD`` past it)
+        writable before an append writes there, or raise :class:`~rmqlab.errors.DiskFull`.
+
+        A mapping's first write to a page of a sparse file makes the file system allocate its
+        block; with no space left the kernel answers with SIGBUS, which kills the process (a
+        notebook's kernel, the broker with it). ``MADV_POPULATE_WRITE`` does the allocation
+        without writing and says EFAULT instead, so a full disk becomes an error here, before
+        any byte is written. Pages below :attr:`prefaulted_position` are done already (the
+        pre-fault service usually keeps the writer inside them: then this is one comparison).
+        A no-op for a read-only file, a TransientStorePool buffer (anonymous memory: its commit
+        writes with ``pwrite``, which says ENOSPC) and where the kernel cannot populate.
+        """
+        if end <= self.writable_to or self._write_buffer is not None or self.read_only:
+            return
+        wrote = self.wrote_position
+        start = max(self.writable_to, wrote - wrote % _PAGE)
+        stop = min(self.file_size, end + min(RESERVE_AHEAD, self.file_size >> 7))  # a small file stays sparse
+        if self.populate(start, stop):
+            stop = self.file_size if stop >= self.file_size else -(-stop // _PAGE) * _PAGE
+            if stop > self.writable_to:
+                self.writable_to = stop
+
+    def populate(self, start: int, end: int) -> bool:
+        """Make the pages of ``[start, end)`` writable now (see :meth:`reserve`); True when
+        they are (or nothing can be known: the kernel cannot populate), False when the kernel
+        refused for a passing reason. Raises :class:`~rmqlab.errors.DiskFull` (naming the file
+        and ``start``) when a write there would raise SIGBUS."""
+        global _can_populate
+        start -= start % _PAGE
+        end = min(end, self.file_size)
+        if end <= start or not self._addr or not _can_populate or not self.hold():
+            return True
+        try:
+            if self._mm is None:
+                return True
+            err = populate_write(self._addr + start, end - start)
+        finally:
+            self.release()
+        if err == errno.EFAULT:
+            raise DiskFull(self.file_name, start)
+        if err < 0:
+            _can_populate = False  # (the range is page aligned: EINVAL means an older kernel)
+        return err <= 0
+
+    # ---------------------------------------------------------------------------------------
     # pre-faulting (a service thread, ahead of the writer)
 
     @property
     def prefaulted_position(self) -> int:
         """Pages below this position were pre-faulted by :meth:`prefault` (0: none yet)."""
-        return self._prefaulted
+        return self.writable_to
 
     def prefault(self, upto: int) -> int:
         """Pre-fault writable the pages from the last mark (at first the wrote position rounded
@@ -366,16 +423,21 @@ class MappedFile:
             return 0
         end = self.file_size if upto >= self.file_size else upto - upto % _PAGE  # page aligned
         wrote = self.wrote_position
-        start = max(self._prefaulted, wrote - wrote % _PAGE)
+        start = max(self.writable_to, wrote - wrote % _PAGE)
+        if not _can_populate:
+            return -1
         if end <= start or not self.hold():
             return 0
         try:
-            if self._mm is None or not madvise_populate_write(self._addr + start, end - start):
-                return -1 if self._mm is not None else 0
+            if self._mm is None:
+                return 0
+            err = populate_write(self._addr + start, end - start)
         finally:
             self.release()
-        if end > self._prefaulted:
-            self._prefaulted = end
+        if err:  # a full disk (EFAULT) may pass: the writer's reserve() says so, this tries again
+            return 0 if err == errno.EFAULT else -1
+        if end > self.writable_to:
+            self.writable_to = end
         return end - start
 
     # ---------------------------------------------------------------------------------------
@@ -641,6 +703,7 @@ class MappedFile:
         if self.read_only or self._mm is None:
             raise ReadOnlyStore(f"{self.file_name}: cannot warm a read-only mapping")
         n_pages = (self.file_size + OS_PAGE_SIZE - 1) // OS_PAGE_SIZE
+        self.populate(0, self.file_size)  # every page is written below: DiskFull rather than SIGBUS
         arr = np.frombuffer(self._mm, dtype=np.uint8)
         flushes = 0
         try:

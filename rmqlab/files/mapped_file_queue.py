@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from rmqlab.clock import SystemClock
 from rmqlab.codec.names import offset_to_file_name
-from rmqlab.errors import ReadOnlyStore
+from rmqlab.errors import DiskFull, ReadOnlyStore
 from rmqlab.events import Committed, EventBus, FileDeleted, FileTruncated, Flushed
 from rmqlab.files.allocate_mapped_file_service import AllocateMappedFileService
 from rmqlab.files.mapped_file import MappedFile
@@ -239,6 +239,11 @@ class MappedFileQueue:
                 queue_name=self.name,
             )
         if mf is not None:
+            try:
+                mf.reserve(1)  # its first pages: on a full disk no file is kept that nothing was written to
+            except DiskFull:
+                mf.destroy(0)  # (a ConsumeQueue would take it for the file of the next offset it writes)
+                raise
             with self._lock:
                 if not self.mapped_files:
                     mf.first_create_in_queue = True

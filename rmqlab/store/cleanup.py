@@ -77,6 +77,7 @@ WHY = {
     "not_expired": "(d) not expired and the disk is below the clean-forcibly thresholds",
     "still_referenced": "(e) still referenced by readers",
     "batch_limit": "(f) batch limit reached this round",
+    "not_dispatched": "(g) holds records not dispatched yet (rmqlab: RocketMQ would delete them)",
 }
 
 
@@ -297,11 +298,17 @@ def plan_cleanup(
     config: MessageStoreConfig,
     tz: timezone,
     manual_delete_remaining: int = 0,
+    dispatched_offset: int | None = None,
 ) -> CleanupPlan:
     """Decide one CleanCommitLogService round (spec §8.1) without touching anything.
 
     ``files`` oldest first (the CommitLog's order). ``physic_ratio`` is the min ``usedPercent``
     over the CommitLog paths, ``logics_ratio`` that of ``<root>/consumequeue``.
+    ``dispatched_offset`` (the live store's reput offset; None: RocketMQ's rules alone) keeps
+    every file with records not dispatched yet (why ``not_dispatched``). RocketMQ deletes them
+    when dispatch lags behind cleanup (a full disk that stopped dispatch, then forced cleanup):
+    the reput then jumps to the new min offset and the consume queue maps queue offsets to the
+    wrong records. rmqlab keeps them until they are dispatched.
     """
     c = config
     hours = _delete_when_hours(c.delete_when)
@@ -329,7 +336,7 @@ def plan_cleanup(
 
     ctx = _Walk(now_ms, reserved, interval, batch_max, fired, clean_at_once, triggers, trigger,
                 physic_ratio, logics_ratio, forcibly, warning, ratio, c.clean_file_forcibly_enable,
-                hours, local_hour)
+                hours, local_hour, dispatched_offset)
     decisions = tuple(ctx.decide(files))
     return CleanupPlan(
         rocketmq_version=c.rocketmq_version, now_ms=now_ms,
@@ -368,6 +375,7 @@ class _Walk:
     forcibly_enabled: bool
     hours: tuple[int, ...]
     local_hour: int
+    dispatched: int | None
 
     def decide(self, files: Sequence[CommitLogFileInfo]) -> Iterable[FileDecision]:
         stop: tuple[str, str] | None = None  # (why, reason) for every later file
@@ -381,6 +389,13 @@ class _Walk:
                 yield self._make(f, "keep", "newest_file", "the newest CommitLog file is never deleted by cleanup")
             elif stop is not None:
                 yield self._make(f, "keep", *stop)
+            elif self.dispatched is not None and f.file_from_offset + f.size > self.dispatched:
+                yield self._make(f, "keep", "not_dispatched", (
+                    f"not dispatched yet: the reput is at offset {self.dispatched}, this file ends at "
+                    f"{f.file_from_offset + f.size}; deleting it would take records from the consume queues "
+                    "before they reach them (RocketMQ deletes it anyway)"))
+                stop = ("older_file_kept", f"an older file ({f.name}) holds records not dispatched yet; "
+                        "files are never deleted from the middle")
             elif not (expired or self.clean_at_once):
                 yield self._make(f, "keep", "not_expired", self._not_expired_reason(f))
                 stop = ("older_file_kept", f"an older file ({f.name}) was kept this round; "
@@ -485,6 +500,7 @@ class CleanCommitLogService:
             self.file_infos(), now_ms=clock.now_ms() if now_ms is None else now_ms, physic_ratio=physic,
             logics_ratio=logics, config=self.store.config, tz=clock.tz(),
             manual_delete_remaining=self.manual_delete_file_several_times,
+            dispatched_offset=self.store.reput.reput_from_offset,
         )
 
     # --- one round ---------------------------------------------------------------------------

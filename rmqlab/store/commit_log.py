@@ -60,7 +60,7 @@ from rmqlab.codec.msg_id import UniqKeyGenerator, create_offset_msg_id, ip_to_by
 from rmqlab.codec.names import validate_topic
 from rmqlab.codec.properties import decode_properties, raw_property_value
 from rmqlab.config import MessageStoreConfig
-from rmqlab.errors import InvalidTopic, RmqlabError
+from rmqlab.errors import DiskFull, InvalidTopic, RmqlabError
 from rmqlab.events import Appended, EventBus, Rolled
 from rmqlab.files.mapped_file_queue import MappedFileQueue
 from rmqlab.store.message import Message, build_properties_and_map, parse_host
@@ -727,58 +727,61 @@ class CommitLog:
         batch path's (:meth:`_list_rows`, :meth:`_write_rows`) for one record, inlined: this is
         the hottest call.
         """
-        now = self.clock.now_ms()
-        uniq = None
-        if self.fast_path and self.writeable and not msg.properties:
-            keys = msg.keys
-            try:
-                ks = _keys_string(keys)
-                skey = (msg.topic, msg.tags, msg.born_host, msg.sys_flag, msg.wait_store_msg_ok,
-                        msg.delay_time_level, not ks)
-                shape = self._shapes.get(skey, False)
-            except TypeError:  # non-str keys, unhashable host...: let the exact path answer
-                shape = None
-            if shape is False:
-                shape = self._new_shape(skey, msg, ks)
-            body = msg.body
-            queue_id = msg.queue_id
-            uniq = msg.uniq_key
-            if (
-                shape is not None
-                and (not ks or ("\x01" not in ks and "\x02" not in ks))
-                and len(body) <= self._max_message_size
-                and queue_id >= 0
-                and (not uniq or (uniq.__class__ is str and "\x01" not in uniq and "\x02" not in uniq))
-            ):
-                if not uniq:
-                    prefix = self._uniq_prefix
-                    if prefix[0] != now:
-                        prefix = self._uniq_prefix = (now, self._uniq.time_prefix(now, self._tz))
-                    uniq = prefix[1] + _HEX4[next(self._uniq_counter) & 0xFFFF]
-                props = shape.properties(ks, uniq)
-                plen = len(props)
-                total = shape.fixed + len(body) + plen
-                if plen <= _MAX_PROPERTIES_LENGTH and total <= self._max_record_size:
-                    born = msg.born_timestamp
-                    result = self._write_one(
-                        msg, shape, total, _crc32(body) & 0x7FFFFFFF,
-                        shape.topic_tail + plen.to_bytes(2, "big") + props,
-                        (shape.topic, queue_id, shape.tags_code, ks or None, uniq, shape.sys_flag,
-                         msg.prepared_transaction_offset, props),
-                        now if born is None else born,
-                    )  # fmt: skip
-                    if result is not None:
-                        return result
-            elif uniq.__class__ is not str:
-                uniq = None
-        bad = self.check_message(msg)
-        if bad is not None:
-            return bad
-        # the UNIQ_KEY and time the fast path already drew, if any: the record it would have made
-        enc = self.encode_record(msg, now, uniq or None)
-        if isinstance(enc, PutMessageResult):
-            return enc
-        return self._put([enc])
+        try:
+            now = self.clock.now_ms()
+            uniq = None
+            if self.fast_path and self.writeable and not msg.properties:
+                keys = msg.keys
+                try:
+                    ks = _keys_string(keys)
+                    skey = (msg.topic, msg.tags, msg.born_host, msg.sys_flag, msg.wait_store_msg_ok,
+                            msg.delay_time_level, not ks)
+                    shape = self._shapes.get(skey, False)
+                except TypeError:  # non-str keys, unhashable host...: let the exact path answer
+                    shape = None
+                if shape is False:
+                    shape = self._new_shape(skey, msg, ks)
+                body = msg.body
+                queue_id = msg.queue_id
+                uniq = msg.uniq_key
+                if (
+                    shape is not None
+                    and (not ks or ("\x01" not in ks and "\x02" not in ks))
+                    and len(body) <= self._max_message_size
+                    and queue_id >= 0
+                    and (not uniq or (uniq.__class__ is str and "\x01" not in uniq and "\x02" not in uniq))
+                ):
+                    if not uniq:
+                        prefix = self._uniq_prefix
+                        if prefix[0] != now:
+                            prefix = self._uniq_prefix = (now, self._uniq.time_prefix(now, self._tz))
+                        uniq = prefix[1] + _HEX4[next(self._uniq_counter) & 0xFFFF]
+                    props = shape.properties(ks, uniq)
+                    plen = len(props)
+                    total = shape.fixed + len(body) + plen
+                    if plen <= _MAX_PROPERTIES_LENGTH and total <= self._max_record_size:
+                        born = msg.born_timestamp
+                        result = self._write_one(
+                            msg, shape, total, _crc32(body) & 0x7FFFFFFF,
+                            shape.topic_tail + plen.to_bytes(2, "big") + props,
+                            (shape.topic, queue_id, shape.tags_code, ks or None, uniq, shape.sys_flag,
+                             msg.prepared_transaction_offset, props),
+                            now if born is None else born,
+                        )  # fmt: skip
+                        if result is not None:
+                            return result
+                elif uniq.__class__ is not str:
+                    uniq = None
+            bad = self.check_message(msg)
+            if bad is not None:
+                return bad
+            # the UNIQ_KEY and time the fast path already drew, if any: the record it would have made
+            enc = self.encode_record(msg, now, uniq or None)
+            if isinstance(enc, PutMessageResult):
+                return enc
+            return self._put([enc])
+        except DiskFull as e:  # nothing was written: refused, as RocketMQ refuses a put on a full disk
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason=str(e))
 
     def _new_shape(self, skey: tuple, msg: Message, ks: str) -> _Shape | None:
         if len(self._shapes) >= _MAX_SHAPES:
@@ -813,6 +816,8 @@ class CommitLog:
             if mf is None:
                 return None
             pos = mf.wrote_position
+            if pos + total > mf.writable_to:
+                mf.reserve(pos + total)  # DiskFull rather than SIGBUS, before any byte is written
             queue_id = dispatch[1]
             qkey = shape.queue_keys.get(queue_id) or shape.queue_key(queue_id)
             table = self.topic_queue_table
@@ -864,6 +869,7 @@ class CommitLog:
             return None
         pos = mf.wrote_position
         max_blank = mf.file_size - pos
+        mf.reserve(pos + 8)
         _BLANK.pack_into(mf.write_target, pos, max_blank, flags.BLANK_MAGIC_CODE)
         mf.advance_wrote_position(max_blank)
         if self.bus.active:
@@ -882,19 +888,22 @@ class CommitLog:
         batch body must be <= ``max_message_size``. ``msgs`` is a list of messages (the store
         plays the producer) or a producer-encoded :class:`MessageBatch` (its bytes as sent).
         """
-        is_batch = msgs.__class__ is MessageBatch
-        if self.fast_path:
-            result = self._put_wire(msgs) if is_batch else self._put_list(msgs)  # type: ignore[arg-type]
-            if result is not None:
-                return result
-        rows = self._message_batch_rows(msgs) if is_batch else self._list_rows(msgs)  # type: ignore[arg-type]
-        if isinstance(rows, PutMessageResult):
-            return rows
-        if self.fast_path:
-            result = self._write_rows(rows)
-            if result is not None:
-                return result
-        return self._put(self._encoded(rows))
+        try:
+            is_batch = msgs.__class__ is MessageBatch
+            if self.fast_path:
+                result = self._put_wire(msgs) if is_batch else self._put_list(msgs)  # type: ignore[arg-type]
+                if result is not None:
+                    return result
+            rows = self._message_batch_rows(msgs) if is_batch else self._list_rows(msgs)  # type: ignore[arg-type]
+            if isinstance(rows, PutMessageResult):
+                return rows
+            if self.fast_path:
+                result = self._write_rows(rows)
+                if result is not None:
+                    return result
+            return self._put(self._encoded(rows))
+        except DiskFull as e:  # nothing was written: refused, as RocketMQ refuses a put on a full disk
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason=str(e))
 
     # ------------------------------------------------------------------ column batch paths
     # put_messages of a uniform list or of a MessageBatch, column by column: every per-message
@@ -1242,6 +1251,7 @@ class CommitLog:
             parts[1::k] = bodies
             parts[2::k] = tails
             parts[3::k] = props
+            mf.reserve(pos + total_all)
             mf.write_target[pos : pos + total_all] = b"".join(parts)
             runs = self.dispatch_runs
             if len(runs) >= _MAX_DISPATCH_RUNS:
@@ -1726,6 +1736,7 @@ class CommitLog:
                     offsets.append(phys)
                     phys += total
                     q += 1
+                mf.reserve(pos + total_all)
                 mf.write_target[pos : pos + total_all] = b"".join(pieces)
             except BaseException:  # interrupted before anything was committed: no stale hints
                 self._drop_hints(wrote, wrote + total_all)
@@ -1851,9 +1862,11 @@ class CommitLog:
         if max_blank <= 0:  # already full (RocketMQ's UNKNOWN_ERROR branch): roll
             pass
         elif total + 8 > max_blank:
+            mf.reserve(pos + 8)
             _BLANK.pack_into(mf.write_target, pos, max_blank, flags.BLANK_MAGIC_CODE)
             mf.advance_wrote_position(max_blank)
         else:
+            mf.reserve(pos + total)
             target = mf.write_target
             phys = wrote = mf.file_from_offset + pos
             hints = self.dispatch_hints

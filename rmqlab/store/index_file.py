@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,7 +42,7 @@ from rmqlab.codec.index_layout import (
 )
 from rmqlab.errors import ReadOnlyStore
 from rmqlab.events import EventBus, IndexPut
-from rmqlab.files.mapped_file import MappedFile
+from rmqlab.files.mapped_file import RESERVE_AHEAD, MappedFile
 
 __all__ = ["LONG_MAX", "ChainStep", "IndexFile"]
 
@@ -56,6 +56,9 @@ _INT = struct.Struct(">i")
 assert _HEADER.size == INDEX_HEADER_SIZE
 assert _ITEM.size == INDEX_SIZE
 assert _INT.size == HASH_SLOT_SIZE
+
+_SLOT_SHIFT = 12
+_SLOT_PAGE = 1 << _SLOT_SHIFT  # the unit IndexFile tracks hash-slot pages in (made writable once)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,9 +131,14 @@ class IndexFile:
         self._end_phy_offset = 0
         self._hash_slot_count = 0
         self._index_count = 1
+        # pages of the header and hash slots made writable (1), and items below _room_items
+        # (see _room: the file is sparse, and a page is made writable before it is written)
+        self._slot_ready = bytearray((self._item_base + _SLOT_PAGE - 1) // _SLOT_PAGE)
+        self._room_items = 0
         if existed:
             self.load()
         elif not read_only:
+            self._room(1)  # the header is written now: DiskFull rather than SIGBUS
             # Java's IndexHeader setters write through, so these land in the buffer at once;
             # bytes 32..39 (counts) stay zero until the first put or flush.
             if end_phy_offset > 0:
@@ -219,6 +227,33 @@ class IndexFile:
         return (begin < b and end > e) or b <= begin <= e or b <= end <= e
 
     # --- put -----------------------------------------------------------------------------------
+    def _room(self, items: int) -> None:
+        """Make the header's page and the items below number ``items`` (and ``RESERVE_AHEAD``
+        bytes more) writable before a put writes there, or raise
+        :class:`~rmqlab.errors.DiskFull` with nothing written: the file is sparse, and a write
+        to a page the file system has no block for kills the process (SIGBUS; see
+        ``MappedFile.reserve``). Hash slots are written at random: :meth:`_slot_pages` makes
+        each of their pages writable the first time a slot there is written."""
+        if not self._slot_ready[0]:
+            self._slot_pages((0,))
+        start = self._item_base + self._index_count * INDEX_SIZE
+        stop = self._item_base + items * INDEX_SIZE + min(RESERVE_AHEAD, self._mapped.file_size >> 7)
+        if self._mapped.populate(start, stop):
+            self._room_items = max(self._room_items, min((stop - self._item_base) // INDEX_SIZE, self.index_num))
+
+    def _slot_pages(self, pages: Iterable[int]) -> None:
+        """Make these pages (numbers, ascending) of the header and hash slots writable, each run
+        of adjacent pages in one call (see :meth:`_room`); DiskFull if the disk has no room."""
+        ready, populate, size = self._slot_ready, self._mapped.populate, _SLOT_PAGE
+        run: list[int] = []
+        for page in [*pages, -2]:
+            if run and page != run[-1] + 1:
+                if populate(run[0] * size, (run[-1] + 1) * size):
+                    ready[run[0] : run[-1] + 1] = b"\1" * len(run)
+                run = []
+            if page >= 0 and not ready[page]:
+                run.append(page)
+
     def put_key(
         self, key: str, phy_offset: int, store_timestamp: int, key_hash: int | None = None
     ) -> bool:
@@ -237,11 +272,15 @@ class IndexFile:
             return False
         if self.read_only:
             raise ReadOnlyStore(f"{self._mapped.file_name}: index file opened read-only")
+        if count >= self._room_items:
+            self._room(count + 1)
         buf = self._buf
         if key_hash is None:
             key_hash = index_key_hash(key)
         slot = key_hash % self.hash_slot_num
         slot_pos = INDEX_HEADER_SIZE + slot * HASH_SLOT_SIZE
+        if not self._slot_ready[slot_pos >> _SLOT_SHIFT]:
+            self._slot_pages((slot_pos >> _SLOT_SHIFT,))
         slot_value = _INT.unpack_from(buf, slot_pos)[0]
         if slot_value <= INVALID_INDEX or slot_value > count:
             slot_value = INVALID_INDEX
@@ -279,8 +318,14 @@ class IndexFile:
             return 0
         if self.read_only:
             raise ReadOnlyStore(f"{self._mapped.file_name}: index file opened read-only")
+        if count + len(key_hashes) > self._room_items:
+            self._room(min(count + len(key_hashes), index_num))
         buf = self._buf
         slots = self.hash_slot_num
+        ready = self._slot_ready  # every slot page first: a record's keys go in whole or not at all
+        pages = [(INDEX_HEADER_SIZE + h % slots * HASH_SLOT_SIZE) >> _SLOT_SHIFT for h in key_hashes]
+        if not all(map(ready.__getitem__, pages)):
+            self._slot_pages(sorted(set(pages)))
         item_pos = self._item_base + count * INDEX_SIZE
         unpack_slot, pack_slot, pack_item = _INT.unpack_from, _INT.pack_into, _ITEM.pack_into
         begin = self._begin_timestamp
@@ -328,11 +373,16 @@ class IndexFile:
             return 0
         if self.read_only:
             raise ReadOnlyStore(f"{self._mapped.file_name}: index file opened read-only")
+        if count + k > self._room_items:
+            self._room(count + k)
         kh = np.asarray(key_hashes[:k], dtype=np.int64)
         phy = np.asarray(phy_offsets[:k], dtype=np.int64)
         ts = np.asarray(store_timestamps[:k], dtype=np.int64)
         num = np.arange(count, count + k, dtype=np.int64)
         slots = kh % self.hash_slot_num
+        pages = np.unique((INDEX_HEADER_SIZE + slots * HASH_SLOT_SIZE) >> _SLOT_SHIFT)
+        if not np.frombuffer(self._slot_ready, dtype=np.uint8)[pages].all():
+            self._slot_pages(pages.tolist())
         order = np.argsort(slots, kind="stable")
         s_sorted = slots[order]
         first = np.empty(k, dtype=bool)

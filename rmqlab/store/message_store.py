@@ -33,7 +33,7 @@ from rmqlab.codec.message import MessageRecord, decode_message
 from rmqlab.codec.names import is_lmq_topic, is_system_topic
 from rmqlab.codec.walk import check_message_and_return_size
 from rmqlab.config import MessageStoreConfig
-from rmqlab.errors import InvalidTopic, NotAStore, RmqlabError
+from rmqlab.errors import DiskFull, InvalidTopic, NotAStore, RmqlabError
 from rmqlab.events import EventBus
 from rmqlab.faults import crash_point
 from rmqlab.files.allocate_mapped_file_service import AllocateMappedFileService
@@ -386,16 +386,27 @@ class MessageStore:
         self.started = True
 
     def step(self, *, flush: bool = True) -> dict[str, Any]:
-        """Run every service once (stepped mode), in order; returns what each did."""
+        """Run every service once (stepped mode), in order; returns what each did.
+
+        A service that finds the disk full (:class:`~rmqlab.errors.DiskFull`, nothing written)
+        does not stop the others: cleanup may be the one to free space. The first such error
+        is raised once all have run."""
         done: dict[str, Any] = {}
         self._check_open()
         if not self.threaded:
             while self.allocate_service.run_once():
                 pass
+        full: DiskFull | None = None
         for service in self.services():
             if not flush and service.name.startswith("flush"):
                 continue
-            done[service.name] = service.run_once()
+            try:
+                done[service.name] = service.run_once()
+            except DiskFull as e:
+                done[service.name] = e
+                full = full or e
+        if full is not None:
+            raise full
         return done
 
     def shutdown(self) -> None:

@@ -120,11 +120,17 @@ class _Loop(threading.Thread):
         if initial_delay is not None:
             self.woken.wait(initial_delay() / 1000.0)
             self.woken.clear()
+        last_error = ""
         while not self.stopped.is_set():
             try:
                 self.service.run_once()
-            except Exception:  # a service must survive one bad round, like RocketMQ's
-                log.exception("service %s failed one round", self.service.name)
+            except Exception as e:  # a service must survive one bad round, like RocketMQ's
+                error = f"{type(e).__name__}: {e}"
+                if error != last_error:  # the same failure round after round (a full disk): once
+                    log.exception("service %s failed one round", self.service.name)
+                    last_error = error
+            else:
+                last_error = ""
             self.woken.wait(self.service.interval_ms() / 1000.0)
             self.woken.clear()
 

@@ -124,6 +124,11 @@ def _map_writable(path: str) -> mmap.mmap:
         fd = os.open(path, os.O_RDWR)
     except OSError as exc:
         raise MappedFileError(path, f"cannot create or open: {exc}") from exc
+    try:  # its one page's block now: on a full disk, an error here rather than SIGBUS at a flush
+        os.posix_fallocate(fd, 0, CHECKPOINT_FILE_SIZE)
+    except OSError as exc:
+        os.close(fd)
+        raise MappedFileError(path, f"cannot allocate {CHECKPOINT_FILE_SIZE} bytes: {exc}") from exc
     try:
         return mmap.mmap(fd, CHECKPOINT_FILE_SIZE)
     finally:

@@ -48,8 +48,10 @@ def test_prefault_from_the_writer_page_to_a_page_bound_and_never_past_the_file(t
     try:
         assert mf.prefaulted_position == 0
         assert mf.append_message(b"\x07" * (PAGE + 100))
-        # from the writer's page (PAGE) to upto rounded down to a page (3 * PAGE)
-        assert mf.prefault(3 * PAGE + 5) == 2 * PAGE
+        # the append made its pages writable first, and 1/128 of the file past them (reserve)
+        assert mf.prefaulted_position == mf.writable_to == 2 * PAGE
+        # from there (the writer's page or past it) to upto rounded down to a page (3 * PAGE)
+        assert mf.prefault(3 * PAGE + 5) == PAGE
         assert mf.prefaulted_position == 3 * PAGE
         assert mf.prefault(3 * PAGE + 5) == 0  # nothing new
         assert mf.prefault(100 * SIZE) == SIZE - 3 * PAGE  # capped at the file size
@@ -114,7 +116,8 @@ def test_prefault_is_a_noop_for_read_only_pool_and_shut_down_files(tmp_path: Pat
 
 
 def test_prefault_reports_a_refusal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("rmqlab.files.mapped_file.madvise_populate_write", lambda addr, length: False)
+    monkeypatch.setattr("rmqlab.files.mapped_file.populate_write", lambda addr, length: -1)  # kernel < 5.14
+    monkeypatch.setattr("rmqlab.files.mapped_file._can_populate", True)  # restored after the test
     mf = MappedFile(_name(tmp_path), SIZE)
     try:
         assert mf.prefault(SIZE) == -1

@@ -492,3 +492,20 @@ def test_end_to_end_cleanup(tmp_path: Path, version: str) -> None:
 
         again = store.step()["clean_consume_queue"]
         assert again.ran is False
+
+
+@pytest.mark.parametrize("disk", [0.5, 0.9])
+def test_files_not_dispatched_yet_are_kept(disk: float) -> None:
+    """rmqlab's one rule beyond RocketMQ's: a file the reput has not passed is kept, expired or
+    forced (a full disk stops dispatch, then cleanup would take undispatched records)."""
+    fs = files(6, 100)
+    free = plan_cleanup(fs, now_ms=AT_04, physic_ratio=disk, logics_ratio=disk, config=cfg(), tz=UTC)
+    assert len(free.to_delete) == 5
+    held = plan_cleanup(fs, now_ms=AT_04, physic_ratio=disk, logics_ratio=disk, config=cfg(), tz=UTC,
+                        dispatched_offset=2 * FILE + 100)
+    assert held.to_delete == [fs[0].name, fs[1].name]
+    assert [d.why for d in held.files[2:]] == ["not_dispatched", "older_file_kept", "older_file_kept", "newest_file"]
+    assert "reput is at offset 131172" in held.decision_for(fs[2].name).reason
+    exact = plan_cleanup(fs, now_ms=AT_04, physic_ratio=disk, logics_ratio=disk, config=cfg(), tz=UTC,
+                         dispatched_offset=2 * FILE)  # file 1 ends exactly there: dispatched whole
+    assert exact.to_delete == [fs[0].name, fs[1].name]

@@ -124,10 +124,15 @@ def _interrupt_a_put_loop(root: str, changes: dict, seconds: float) -> dict:
     done = threading.Event()
     interrupts, acked = [0], []
 
+    count = [0]  # messages tried: keys stay unique when loop() starts again
+
     def loop() -> None:
-        i = 0
-        while not done.is_set():
+        while True:  # an interrupt can land anywhere: on the loop's own lines too, so they are inside the try
             try:
+                if done.is_set():
+                    break
+                i = count[0]
+                count[0] = i + 1
                 c = rnd.random()
                 topic, qid, body = f"T{i % 2}", i % 3, b"x" * rnd.randrange(3000)
                 key = f"k{i}"
@@ -145,9 +150,15 @@ def _interrupt_a_put_loop(root: str, changes: dict, seconds: float) -> dict:
                     store.step()
             except Interrupt:
                 interrupts[0] += 1
-            i += 1
 
-    t = threading.Thread(target=loop)
+    def guarded() -> None:
+        while not done.is_set():  # the one line outside loop's try: at its back edge
+            try:
+                loop()
+            except Interrupt:
+                interrupts[0] += 1
+
+    t = threading.Thread(target=guarded)
     t.start()
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import pytest
 from rmqlab.config import MessageStoreConfig
 from rmqlab.store.message import Message
 from rmqlab.store.message_store import MessageStore
-from rmqlab.store.services import NAP_MS, IdleNap
+from rmqlab.store.services import NAP_MS, IdleNap, ThreadedRunner
 
 linux_only = pytest.mark.skipif(
     not sys.platform.startswith("linux") or tuple(map(int, os.uname().release.split(".")[:2])) < (5, 14),
@@ -181,3 +182,31 @@ def test_prefault_rounds_follow_the_writers_pace(tmp_path: Path) -> None:
         assert service.nap.wakes == 1
     finally:
         store.shutdown()
+
+
+def test_a_failing_service_is_logged_once_per_failure(caplog: pytest.LogCaptureFixture) -> None:
+    """A round that fails the same way round after round (dispatch on a full disk, every
+    millisecond) is logged once, and again once it changes or after a good round."""
+    errors = ["disk full"] * 30 + [None] + ["disk full"] * 5 + ["other"] * 5
+    done = threading.Event()
+
+    class Failing:
+        name = "failing"
+
+        def interval_ms(self) -> float:
+            return 0.1
+
+        def run_once(self) -> None:
+            if not errors:
+                done.set()
+                return
+            e = errors.pop(0)
+            if e is not None:
+                raise OSError(e)
+
+    runner = ThreadedRunner()
+    with caplog.at_level("ERROR", logger="rmqlab.store.services"):
+        runner.start([Failing()])
+        assert done.wait(10)
+        runner.shutdown()
+    assert [r.exc_info[1].args[0] for r in caplog.records] == ["disk full", "disk full", "other"]

@@ -353,15 +353,16 @@ class MappedFile:
     # room on disk: a write to a page the file system has no block for raises SIGBUS
 
     def reserve(self, end: int) -> None:
-        """Make the pages from the writer's up to ``end`` (and ``RESERVE_AHEAD`` past it)
-        writable before an append writes there, or raise :class:`~rmqlab.errors.DiskFull`.
+        """Make the pages from the writer's up to ``end`` (and up to ``RESERVE_AHEAD`` past it,
+        at most 1/128 of the file) writable before an append writes there, or raise
+        :class:`~rmqlab.errors.DiskFull`.
 
         A mapping's first write to a page of a sparse file makes the file system allocate its
         block; with no space left the kernel answers with SIGBUS, which kills the process (a
         notebook's kernel, the broker with it). ``MADV_POPULATE_WRITE`` does the allocation
         without writing and says EFAULT instead, so a full disk becomes an error here, before
-        any byte is written. Pages below :attr:`prefaulted_position` are done already (the
-        pre-fault service usually keeps the writer inside them: then this is one comparison).
+        any byte is written. Pages below :attr:`writable_to` are done already (the pre-fault
+        service usually keeps the writer inside them: then this is one comparison).
         A no-op for a read-only file, a TransientStorePool buffer (anonymous memory: its commit
         writes with ``pwrite``, which says ENOSPC) and where the kernel cannot populate.
         """

@@ -173,6 +173,7 @@ def test_index_collision_marked(store):
 
 def test_cleanup_view_matches_plan_and_sliders_replan(store):
     put_many(store, 60)
+    store.step()  # dispatched: cleanup keeps files with records the reput has not reached
     view = CleanupView(store, autoupdate=False)
     plan = store.plan_cleanup(now_ms=view.now_ms, disk_ratio=view.disk_ratio)
     assert [(d.name, d.decision, d.rule, d.why) for d in view.plan.files] == [

@@ -432,8 +432,7 @@ class MessageStore:
             # An error (a failing disk): stop as a crash would (the threads stop, the lock is
             # released, ``abort`` stays), so the next open recovers.
             try:
-                self.runner.shutdown()
-                self.allocate_service.shutdown()
+                self._stop_threads()
             finally:
                 self._close()
             raise
@@ -491,8 +490,7 @@ class MessageStore:
         self.commit_log.writeable = False
         self.commit_log.not_writeable_reason = "store was abandoned (simulated crash)"
         try:
-            self.runner.shutdown()
-            self.allocate_service.shutdown()
+            self._stop_threads()
         finally:
             self._closed = True
             self._release()
@@ -505,10 +503,14 @@ class MessageStore:
         or start): stop whatever service threads it started and release the lock, so the store
         can be opened again in this process. What recovery already did stays (it is redone)."""
         try:
-            self.runner.shutdown()
-            self.allocate_service.shutdown()
+            self._stop_threads()
         finally:
             self._release()
+
+    def _stop_threads(self) -> None:
+        """Stop every service thread (the runner's and the allocate service's); nothing else."""
+        self.runner.shutdown()
+        self.allocate_service.shutdown()
 
     def destroy(self) -> None:
         """Delete every file of the store (after shutdown)."""

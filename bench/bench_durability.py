@@ -23,6 +23,9 @@ group commit, no store code either (``bare_group_commit``: leader/follower over 
 After the rows, the msync timeline of each bare group commit and store row (``msync_timeline``):
 msyncs per second, how much of the time one was under way, how long each took until its thread
 was back in Python (the GIL taken back included), and the idle gap between one and the next.
+Then where the CPU went (``cpu_ledger``): per message, the process's user and system µs, minor
+page faults and voluntary context switches, and the reput's and group-commit thread's own user /
+system µs (``/proc``, Linux).
 The msync latency depends on every other process's I/O on the same file system (one ext4
 journal), so compare variants only within one session, alternating. ``x RocketMQ``: the store's
 rate over the real RocketMQ 4.9.8 store's on these machines, ~4.3 k msgs/s (1 thread) and ~14.8 k
@@ -324,6 +327,59 @@ def msync_timeline() -> Iterator[list[tuple[int, int, int]]]:
         fs.msync_range = mapped_file.msync_range = real  # type: ignore[assignment]
 
 
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _thread_cpu(native_id: int | None) -> tuple[float, float]:
+    """(user s, system s) of one thread from ``/proc`` (Linux; clock-tick resolution), or zeros."""
+    try:
+        with open(f"/proc/self/task/{native_id}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) / _TICK, int(fields[12]) / _TICK
+    except (OSError, IndexError, ValueError):
+        return 0.0, 0.0
+
+
+@contextlib.contextmanager
+def cpu_ledger() -> Iterator[dict[str, float]]:
+    """Where the CPU of the block went: the process's user and system seconds, minor page faults
+    and voluntary context switches, and each ``rmqlab-*`` service thread's user and system
+    seconds (threads alive at both ends; ``/proc``, so Linux only). Filled in when the block
+    ends; keys ``user``, ``sys``, ``faults``, ``switches``, ``<thread> user``, ``<thread> sys``."""
+    import resource
+
+    def services() -> dict[str, int | None]:
+        return {t.name: t.native_id for t in threading.enumerate() if t.name.startswith("rmqlab-")}
+
+    out: dict[str, float] = {}
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    before = {name: _thread_cpu(tid) for name, tid in services().items()}
+    try:
+        yield out
+    finally:
+        r1 = resource.getrusage(resource.RUSAGE_SELF)
+        out.update(user=r1.ru_utime - r0.ru_utime, sys=r1.ru_stime - r0.ru_stime,
+                   faults=r1.ru_minflt - r0.ru_minflt, switches=r1.ru_nvcsw - r0.ru_nvcsw)
+        for name, tid in services().items():
+            if name in before:
+                u, s = _thread_cpu(tid)
+                out[f"{name} user"] = u - before[name][0]
+                out[f"{name} sys"] = s - before[name][1]
+
+
+def _ledger_row(name: str, threads: int, ledger: dict[str, float], n: float) -> str:
+    """One row of the CPU table: per message, the process's user / system microseconds, faults
+    and context switches, then the reput and group-commit service threads' user / system us."""
+    def us(key: str) -> str:
+        return f"{ledger.get(key + ' user', 0.0) / n * 1e6:5.1f} / {ledger.get(key + ' sys', 0.0) / n * 1e6:4.1f}"
+
+    row = (f"{name:28} {threads:7} {ledger['user'] / n * 1e6:8.1f} {ledger['sys'] / n * 1e6:8.1f}"
+           f" {ledger['faults'] / n:7.2f} {ledger['switches'] / n:8.1f}")
+    if "rmqlab-reput user" in ledger:
+        row += f"   {us('rmqlab-reput'):>13}   {us('rmqlab-group_commit'):>13}"
+    return row
+
+
 def timeline_stats(events: list[tuple[int, int, int]]) -> dict[str, float]:
     """What a list of msync calls says about the disk's use: calls per second, the share of the
     time at least one was under way (``busy``), their duration (p50/p90, us), the idle ``gap``
@@ -366,13 +422,16 @@ def bench_sync_flush(args: argparse.Namespace) -> None:
     results = {}
     bare = {}
     timelines: list[str] = []
+    ledgers: list[str] = []
     for threads in args.threads:
         rocketmq = ROCKETMQ_SYNC_FLUSH.get(threads)
         bare[threads] = bare_sync_loop(args.dir, threads, min(args.seconds, 3.0))
         print(f"{'  bare append + msync':28} {threads:7} {bare[threads]:9.0f} {'':8} {'':10} {'':10} {1:7.2f}")
-        with msync_timeline() as events:
+        with msync_timeline() as events, cpu_ledger() as gc_ledger:
             gc_rate, gc_per_flush, unforced = bare_group_commit(args.dir, threads, min(args.seconds, 3.0))
         timelines.append(_timeline_row("  bare Python group commit", threads, timeline_stats(events)))
+        ledgers.append(_ledger_row("  bare Python group commit", threads, gc_ledger,
+                                   max(gc_rate * min(args.seconds, 3.0), 1.0)))
         if unforced:
             raise RuntimeError(f"bare group commit acknowledged {unforced} appends before forcing them")
         print(f"{'  bare Python group commit':28} {threads:7} {gc_rate:9.0f} {'':8} {gc_per_flush:10.1f} {'':10} "
@@ -394,17 +453,19 @@ def bench_sync_flush(args: argparse.Namespace) -> None:
                             counts[i] += 1
 
                 ts = [threading.Thread(target=producer, args=(i,)) for i in range(threads)]
-                c0 = time.process_time()
-                t0 = time.perf_counter()
-                for t in ts:
-                    t.start()
-                for t in ts:
-                    t.join()
-                elapsed = time.perf_counter() - t0
-                cpu = time.process_time() - c0  # every thread: producers, group commit, reput...
+                with cpu_ledger() as ledger:
+                    c0 = time.process_time()
+                    t0 = time.perf_counter()
+                    for t in ts:
+                        t.start()
+                    for t in ts:
+                        t.join()
+                    elapsed = time.perf_counter() - t0
+                    cpu = time.process_time() - c0  # every thread: producers, group commit, reput...
                 flushes = store.group_commit.flushes if store.group_commit else 0
                 timelines.append(_timeline_row("  store, group commit", threads, timeline_stats(events)))
             n = max(sum(counts), 1)
+            ledgers.append(_ledger_row("  store, group commit", threads, ledger, n))
             rate = sum(counts) / elapsed
             results[threads] = rate
             per_flush = sum(counts) / max(flushes, 1)
@@ -423,6 +484,12 @@ def bench_sync_flush(args: argparse.Namespace) -> None:
         print(line)
     print("msync: call to return, the GIL taken back included; gap: from the end of one msync to the start of"
           " the next, when none was under way")
+    print(f"\n{'cpu per message':28} {'threads':>7} {'user us':>8} {'sys us':>8} {'faults':>7} {'switches':>8}"
+          f"   {'reput u/s us':>13}   {'group commit':>13}")
+    for line in ledgers:
+        print(line)
+    print("user/sys: the whole process; faults: minor page faults; switches: voluntary context switches;"
+          " reput, group commit: those service threads alone (user / sys us per message)")
 
 
 def bench_reput_rounds(args: argparse.Namespace, rounds: int = 1500, runs: int = 5) -> None:

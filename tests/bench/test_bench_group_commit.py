@@ -91,3 +91,31 @@ def test_timeline_sees_the_stores_msyncs_and_puts_the_real_call_back(tmp_path: P
     assert all(t1 >= t0 and n > 0 for t0, t1, n in events)
     assert fs.msync_range is real
     assert mapped_file.msync_range is real
+
+
+def test_cpu_ledger_counts_faults_and_each_service_threads_cpu(tmp_path: Path) -> None:
+    """The sync-flush CPU table is read against its numbers: the ledger must see page faults the
+    block makes, CPU a service thread burns inside the block, and nothing from before it."""
+    from rmqlab import Message, MessageStore, MessageStoreConfig
+
+    root = str(tmp_path / "s")
+    config = MessageStoreConfig(store_path_root_dir=root, mapped_file_size_commit_log=1 << 20)
+    with MessageStore.open(root, config, threaded=True) as store:
+        pages = 256
+        mm = mmap.mmap(-1, pages * mmap.PAGESIZE)
+        with bench_durability.cpu_ledger() as ledger:
+            for i in range(pages):  # a first write to each anonymous page faults once
+                mm[i * mmap.PAGESIZE] = 1
+            for i in range(3000):  # work for the reput thread
+                assert store.put_message(Message("T", b"x" * 200, keys=[f"k{i}"])).ok
+            assert store.wait_dispatched(60)
+        mm.close()
+    assert ledger["faults"] >= pages
+    assert ledger["user"] + ledger["sys"] > 0
+    assert ledger["switches"] >= 0
+    assert "rmqlab-reput user" in ledger
+    assert "rmqlab-reput sys" in ledger
+    assert ledger["rmqlab-reput user"] + ledger["rmqlab-reput sys"] <= ledger["user"] + ledger["sys"] + 0.02
+    row = bench_durability._ledger_row("  store", 1, ledger, 3000)
+    assert row.split()[:2] == ["store", "1"]
+    assert len(row.split()) >= 12

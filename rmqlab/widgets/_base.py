@@ -27,7 +27,8 @@ def set_figure(target: Any, new: Any) -> bool:
     ``plotly_update`` (one message per set of changed keys), without re-validating them: the builders
     make valid specs, and plotly's validation of thousands of hover strings and offsets on every
     redraw was most of a redraw's cost. When the number or types of traces change, the traces are
-    replaced. Returns True when they were (click handlers must be re-added).
+    replaced (created with their orientation) and the whole layout is sent again. Returns True
+    when they were (click handlers must be re-added).
     """
     spec = new.to_plotly_json() if hasattr(new, "to_plotly_json") else new
     data: list[dict[str, Any]] = list(spec.get("data", ()))
@@ -36,12 +37,17 @@ def set_figure(target: Any, new: Any) -> bool:
         layout["template"] = _template(layout["template"])
     types = [t.get("type", "scatter") for t in data]
     prev = getattr(target, "_rmq_applied", None)
+    prev_layout: dict[str, Any] = prev[1] if prev is not None else {}
     replaced = prev is None or [t.type for t in target.data] != types
     if replaced:
         target.data = ()
-        target.add_traces([{"type": t} for t in types])
-        old_traces: list[dict[str, Any]] = [{} for _ in data]
-        old_layout: dict[str, Any] = prev[1] if prev is not None else {}
+        # A trace is created with its orientation: plotly.js answers a restyle that turns a bar
+        # trace horizontal by swapping the x and y axes, types included (a time line whose traces
+        # were replaced drew its dates on a category axis and lost its bars).
+        target.add_traces([{"type": t, **_created_with(d)} for t, d in zip(types, data, strict=True)])
+        old_traces: list[dict[str, Any]] = [_created_with(d) for d in data]
+        # and the whole layout goes again, in case a new trace changed it some other way
+        old_layout: dict[str, Any] = {}
     else:
         old_traces, old_layout = prev
     indexes, changes = [], []
@@ -54,7 +60,7 @@ def set_figure(target: Any, new: Any) -> bool:
     relayout = {k: v for k, v in layout.items() if not (k in old_layout and _same(old_layout[k], v))}
     if "template" in relayout and relayout["template"] is not None:
         relayout["template"] = copy.deepcopy(relayout["template"])  # the cached template stays unshared
-    relayout.update((k, None) for k in old_layout if k not in layout)
+    relayout.update((k, None) for k in prev_layout if k not in layout)
     # Never Undefined for a trace that lacks one of an update's keys: plotly.js stores it as a
     # present-but-undefined attribute (``marker: undefined`` then breaks its next newPlot). A
     # changed trace re-sends its unchanged value of a key other traces changed; traces that have
@@ -102,6 +108,12 @@ def _forget(obj: Any, keys: Iterable[str]) -> None:
 
 
 _FIXED = frozenset({"type", "uid"})
+
+
+def _created_with(trace: dict[str, Any]) -> dict[str, Any]:
+    """What of a trace spec goes into the trace as it is created (before any restyle): its
+    orientation, the one property whose later change makes plotly.js rearrange the axes."""
+    return {"orientation": trace["orientation"]} if "orientation" in trace else {}
 
 
 def figure_widget() -> Any:

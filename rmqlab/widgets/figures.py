@@ -631,8 +631,9 @@ def cleanup_timeline_spec(plan: CleanupPlan) -> Spec:
     now = _local(plan.now_ms, tz)
     shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": now, "x1": now, "y0": 0, "y1": 1,
                    "line": {"color": "#08519c", "width": 2}})
-    annotations = [{"x": now, "yref": "paper", "y": 1.02, "showarrow": False, "text": f"now {plan.now_local[:16]}",
-                    "font": {"size": 10, "color": "#08519c"}}]
+    # left-anchored at the line, so the label runs into the plot and not over the file names
+    annotations = [{"x": now, "yref": "paper", "y": 1.0, "xanchor": "left", "yanchor": "bottom", "showarrow": False,
+                    "text": f" now {plan.now_local[:16]}", "font": {"size": 10, "color": "#08519c"}}]
     title = f"cleanup at {plan.now_local[:16]} (delete when {plan.delete_when}): {plan.summary()}"
     return {"data": traces, "layout": _base_layout(
         title, height=max(220, 60 + _ROW_HEIGHT * len(files)), shapes=shapes, annotations=annotations,

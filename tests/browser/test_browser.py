@@ -221,6 +221,8 @@ def test_disk_slider_changes_cleanup_decision(lab: str, page: Any) -> None:
                            timeout=20_000)
     decisions = table.locator("tr td:nth-child(4)")  # file, age, rule, decision, why, reason
     assert set(decisions.all_inner_texts()) == {"keep"}
+    timeline = view.locator(".js-plotly-plot").first
+    assert _time_axis(timeline) == {"x": "date", "x_set": "date", "y": "category", "traces": 1, "drawn": 5}
     shot(page, "07_cleanup_before")
     slider = view.locator(".widget-slider", has_text="disk ratio")
     readout = slider.locator(".widget-readout")
@@ -238,7 +240,21 @@ def test_disk_slider_changes_cleanup_decision(lab: str, page: Any) -> None:
     assert readout.inner_text().strip() == "0.86"
     # the gauge follows the slider too
     assert "86" in (view.locator(".js-plotly-plot").last.text_content() or "")
+    # and the time line is still one: a "delete" bar trace joined the "keep" one
+    page.wait_for_function("(gd) => gd.data.length === 2", arg=timeline.element_handle(), timeout=20_000)
+    assert _time_axis(timeline) == {"x": "date", "x_set": "date", "y": "category", "traces": 2, "drawn": 5}
     shot(page, "07_cleanup_disk_86")
+
+
+def _time_axis(plot: Any) -> dict[str, Any]:
+    """What a person sees of a plotly time line of files: the x axis's type as drawn
+    (``_fullLayout``) and as set, the y axis's type as drawn, the bar traces and the bars drawn
+    (one per file, each with a width). Once, re-made traces left it with a category x axis of
+    millisecond counts, then with dates but no bar at all."""
+    return plot.evaluate("""(gd) => ({x: gd._fullLayout.xaxis.type, x_set: gd.layout.xaxis.type,
+        y: gd._fullLayout.yaxis.type, traces: gd.data.filter((t) => t.type === 'bar').length,
+        drawn: [...gd.querySelectorAll('.barlayer .point path')]
+            .filter((p) => p.getBoundingClientRect().width > 1).length})""")
 
 
 def test_dashboard_controls_drive_the_store(lab: str, page: Any) -> None:

@@ -184,6 +184,47 @@ def test_unchanged_spec_sends_nothing_and_changes_send_only_themselves():
     assert list(fw.data[4].x) == [20]
 
 
+def test_replaced_traces_are_created_horizontal_and_the_whole_layout_is_sent_again():
+    """plotly.js answers a restyle that turns a bar trace horizontal by swapping the x and y axes,
+    types included: a CleanupView whose "keep" trace was joined by a "delete" one drew its dates
+    on a number axis, then lost every bar (tests/browser: the disk slider). Re-made traces are
+    created with their orientation, never restyled to it, and the layout goes again whole."""
+    fw = go.FigureWidget()
+    added: list = []
+    real_add = fw._send_addTraces_msg
+
+    def add(new_traces_data, **kw):
+        added.append(new_traces_data)
+        return real_add(new_traces_data, **kw)
+
+    fw._send_addTraces_msg = add
+    sent = _record(fw)
+    first = {"data": [{"type": "bar", "orientation": "h", "y": ["a", "b"], "base": [0, 5], "x": [3, 3]}],
+             "layout": {"xaxis": {"type": "date"}, "yaxis": {"autorange": "reversed"}, "title": {"text": "one"}}}
+    second = {"data": [{"type": "bar", "orientation": "h", "y": ["a"], "base": [0], "x": [3]},
+                       {"type": "bar", "orientation": "h", "y": ["b"], "base": [5], "x": [3]}],
+              "layout": {"xaxis": {"type": "date"}, "yaxis": {"autorange": "reversed"}, "title": {"text": "two"}}}
+    assert set_figure(fw, first) is True
+    added.clear()
+    sent.clear()
+    assert set_figure(fw, second) is True  # one trace -> two: re-made
+    assert [t.get("orientation") for t in added[0]] == ["h", "h"]
+    _check_messages(sent)
+    assert all("orientation" not in restyle for restyle, _, _ in sent)  # no change of orientation follows
+    relayouts = [relayout for _, relayout, _ in sent if relayout]
+    assert len(relayouts) == 1
+    assert set(relayouts[0]) == {"xaxis", "yaxis", "title"}  # all of it, not only the changed title
+    assert _shown(fw) == _validated(second)
+    # a layout key the next spec drops is still reset when the traces are re-made
+    third = {"data": [{"type": "bar", "orientation": "h", "y": ["a"], "base": [0], "x": [3]}],
+             "layout": {"xaxis": {"type": "date"}}}
+    sent.clear()
+    set_figure(fw, third)
+    relayout = next(r for _, r, _ in sent if r)
+    assert relayout["yaxis"] is None
+    assert relayout["title"] is None
+
+
 def test_set_figure_accepts_a_figure_and_template_is_sent_resolved():
     fw = go.FigureWidget()
     fig = figures.chain_histogram_figure(np.array([0, 1, 1, 2]))

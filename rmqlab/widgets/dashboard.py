@@ -284,15 +284,21 @@ class StoreDashboard:
             b.on_click(run)
             return b
 
+        # Rows wrap: beside JupyterLab's file browser (or on a projector's larger font) a notebook's
+        # output is narrower than one row of controls, and an HBox that does not wrap cuts off
+        # whatever is at its end (the "put N" button).
+        wrap = w.Layout(flex_flow="row wrap")
         controls = w.VBox([
             w.HBox([topic, queue, tags, keys, size, count,
                     button("put N", lambda: self.put(count.value, topic=topic.value, queue_id=queue.value,
-                                                     tags=tags.value, keys=keys.value, size=size.value))]),
+                                                     tags=tags.value, keys=keys.value, size=size.value))],
+                   layout=wrap),
             w.HBox([button("step services", self.step), button("flush", self.flush), mode,
-                    button("crash", lambda: self.crash(mode.value)), button("recover (reopen)", self.recover)]),
+                    button("crash", lambda: self.crash(mode.value)), button("recover (reopen)", self.recover)],
+                   layout=wrap),
             w.HBox([qkey, button("query by key", lambda: self.query(topic.value, qkey.value)), hours,
                     button("advance clock", lambda: self.advance_hours(hours.value)),
-                    button("jump to 04:00", lambda: self.jump_to_hour(4))]),
+                    button("jump to 04:00", lambda: self.jump_to_hour(4))], layout=wrap),
         ])
         self.tabs = tabs = w.Tab(children=[v.widget for v in self.views.values()])
         for i, name in enumerate(self.views):

@@ -268,6 +268,15 @@ def test_dashboard_controls_drive_the_store(lab: str, page: Any) -> None:
     expect = sync_api.expect
     for label in ("put N", "flush", "crash", "recover"):
         expect(dashboard.get_by_role("button", name=label, exact=False).first).to_be_visible(timeout=30_000)
+    # every control whole inside the output (a row that did not wrap cut "put N" to "pu")
+    area = dashboard.bounding_box()
+    assert area is not None
+    for label in ("put N", "step services", "flush", "crash", "recover (reopen)", "query by key",
+                  "advance clock", "jump to 04:00"):
+        box = dashboard.get_by_role("button", name=label, exact=True).first.bounding_box()
+        assert box is not None, label
+        assert area["x"] <= box["x"], label
+        assert box["x"] + box["width"] <= area["x"] + area["width"] + 0.5, (label, box, area)
     before = dashboard.inner_text()
     dashboard.get_by_role("button", name="put N", exact=False).first.click()
     page.wait_for_function("(t) => document.body.innerText !== t", arg=before, timeout=30_000, polling=250)

@@ -51,7 +51,9 @@ class ConsumeQueueView(View):
         self.picker.observe(self._on_pick, names="value")
         self.table = w.HTML()
         self.detail = w.HTML("<i>click a unit to see its CommitLog record</i>")
-        self.widget = w.VBox([self.picker, self.figure, w.HBox([self.table, self.detail])])
+        # the record's detail goes under the unit table when the notebook is too narrow for both
+        self.widget = w.VBox([self.picker, self.figure,
+                              w.HBox([self.table, self.detail], layout=w.Layout(flex_flow="row wrap"))])
 
     def _queue_label(self, t: str, q: int) -> str:
         return f"{t}/{q}"

@@ -631,9 +631,12 @@ def cleanup_timeline_spec(plan: CleanupPlan) -> Spec:
     now = _local(plan.now_ms, tz)
     shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": now, "x1": now, "y0": 0, "y1": 1,
                    "line": {"color": "#08519c", "width": 2}})
-    # left-anchored at the line, so the label runs into the plot and not over the file names
-    annotations = [{"x": now, "yref": "paper", "y": 1.0, "xanchor": "left", "yanchor": "bottom", "showarrow": False,
-                    "text": f" now {plan.now_local[:16]}", "font": {"size": 10, "color": "#08519c"}}]
+    # anchored at the line on the side with room, so the label stays inside the plot (not over
+    # the file names on the left, not cut off on the right)
+    left = plan.now_ms - lo < (hi - lo) / 2
+    annotations = [{"x": now, "yref": "paper", "y": 1.0, "xanchor": "left" if left else "right",
+                    "yanchor": "bottom", "showarrow": False, "text": f" now {plan.now_local[:16]} ",
+                    "font": {"size": 10, "color": "#08519c"}}]
     title = f"cleanup at {plan.now_local[:16]} (delete when {plan.delete_when}): {plan.summary()}"
     return {"data": traces, "layout": _base_layout(
         title, height=max(220, 60 + _ROW_HEIGHT * len(files)), shapes=shapes, annotations=annotations,

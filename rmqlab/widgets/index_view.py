@@ -53,9 +53,10 @@ class IndexView(View):
         step_btn.on_click(lambda _b: self.step())
         all_btn = w.Button(description="whole walk")
         all_btn.on_click(lambda _b: self.show_upto(len(self.walk)))
+        wrap = w.Layout(flex_flow="row wrap")  # a notebook narrower than both figures puts one under the other
         self.widget = w.VBox([
-            self.picker, w.HBox([self.heatmap, self.histogram]),
-            w.HBox([self.topic_box, self.key_box, walk_btn, step_btn, all_btn]), self.walk_figure,
+            self.picker, w.HBox([self.heatmap, self.histogram], layout=wrap),
+            w.HBox([self.topic_box, self.key_box, walk_btn, step_btn, all_btn], layout=wrap), self.walk_figure,
         ])
 
     def _on_pick(self, change: dict[str, Any]) -> None:

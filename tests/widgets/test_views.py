@@ -15,6 +15,7 @@ from rmqlab.widgets import (
     MappedFileView,
     RecoveryView,
     StoreDashboard,
+    figures,
 )
 from rmqlab.widgets.figures import record_html
 from tests.widgets.conftest import put_many
@@ -192,6 +193,28 @@ def test_cleanup_view_matches_plan_and_sliders_replan(store):
     closed_plan = view.plan
     view.disk_slider.value = 0.2  # a closed view no longer re-plans (its store may be shut down)
     assert view.plan is closed_plan
+
+
+def test_cleanup_time_line_keeps_its_now_label_inside_the_plot(store):
+    """The "now" label hangs from the line towards the side with room: right of it while now is
+    in the left half of the axis (not over the file names), left of it once the clock has moved
+    past the middle (the label was cut off at the plot's right edge)."""
+    put_many(store, 60)
+    store.step()
+    view = CleanupView(store, autoupdate=False)
+
+    def label() -> tuple[str, str]:
+        spec = figures.cleanup_timeline_spec(view.plan)
+        (note,) = spec["layout"]["annotations"]
+        lo, hi = spec["layout"]["xaxis"]["range"]
+        assert lo <= note["x"] <= hi
+        assert "now" in note["text"]
+        return note["xanchor"], note["x"]
+
+    assert label()[0] == "left"  # now: the files' bars run far to the right of it
+    view.hours_ahead.value = 200  # past every expiry: now sits at the right end
+    assert label()[0] == "right"
+    view.close()
 
 
 def test_recovery_view_draws_plan(store, tmp_path):

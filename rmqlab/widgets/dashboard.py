@@ -106,6 +106,11 @@ class StoreDashboard:
             return None
         return list(self.views)[self.tabs.selected_index]
 
+    def show(self, name: str) -> None:
+        """Select the tab of view ``name`` (it is redrawn as it is shown)."""
+        if self.tabs is not None:
+            self.tabs.selected_index = list(self.views).index(name)
+
     def _on_tab(self, change: dict[str, Any]) -> None:
         # Always mark (not only when stale): a redraw running now may still be noting flags for it.
         name = self.visible
@@ -227,11 +232,16 @@ class StoreDashboard:
         return new
 
     def query(self, topic: str, key: str) -> Any:
-        """``query_message(topic, key)``; also walks the key's chain in the index view."""
+        """``query_message(topic, key)``; also walks the key's chain in the index view, shown."""
         result = self.store.query_message(topic, key)
         self.say(f"query {topic}#{key}: {len(result.messages)} message(s) at "
                  f"{[m.commit_log_offset for m in result.messages]}, {result.collisions_discarded} collision(s)")
-        self.views["index"].walk_key(topic, key)
+        # The walk is drawn with its tab shown: a plotly figure first drawn in a hidden tab has no
+        # size, and stays an empty title once the tab is selected.
+        self.show("index")
+        view = self.views["index"]
+        with view.throttle._draw_lock:  # the redraw the tab switch asked for may run meanwhile
+            view.walk_key(topic, key)
         if result.messages:
             self.commit_log_view.select(result.messages[0].commit_log_offset)
         return result

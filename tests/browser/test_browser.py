@@ -282,6 +282,19 @@ def test_dashboard_controls_drive_the_store(lab: str, page: Any) -> None:
     page.wait_for_function("(t) => document.body.innerText !== t", arg=before, timeout=30_000, polling=250)
     expect(dashboard.locator(".js-plotly-plot").first).to_be_visible(timeout=30_000)
     dashboard.screenshot(path=str(ARTIFACTS / "06_dashboard.png"))
+    # "query by key" shows the index tab with the key's chain walk drawn: the slot and its items
+    # as points of some size (a walk drawn while its tab was hidden used to stay an empty title)
+    dashboard.get_by_role("button", name="step services", exact=True).click()  # dispatch: index built
+    dashboard.get_by_role("button", name="query by key", exact=True).click()
+    current = dashboard.locator(".lm-TabBar-tab.lm-mod-current")
+    expect(current).to_have_text("index", timeout=20_000)
+    walk = dashboard.locator(".js-plotly-plot", has=page.locator(".gtitle", has_text="chain walk")).first
+    expect(walk).to_be_visible(timeout=20_000)
+    page.wait_for_function(
+        "(gd) => [...gd.querySelectorAll('.scatterlayer .point')]"
+        ".filter((p) => p.getBoundingClientRect().width > 2).length >= 2",
+        arg=walk.element_handle(), timeout=20_000)
+    shot(page, "06_dashboard_query")
 
 
 def test_memory_store_view_follows_puts(lab: str, page: Any) -> None:

@@ -271,9 +271,14 @@ def test_dashboard_put_flush_crash_recover_query(store):
         dash.throttle.flush()
         assert not dash.throttle.errors
         assert dash.views["recovery"].plan is new.recovery_plan
+        assert dash.visible == "files"
         r = dash.query("Orders", "order-3")
         assert len(r.messages) == 1
         assert dash.views["index"].walk
+        # the walk is drawn in its shown tab (a figure drawn hidden stays an empty title)
+        assert dash.visible == "index"
+        walk_points = [len(t.x) for t in dash.views["index"].walk_figure.data if t.x is not None]
+        assert sum(walk_points) >= 2  # the slot and the item found
         assert dash.commit_log_view.selected == r.messages[0].commit_log_offset
         dash.advance_hours(73)
         dash.jump_to_hour(4)

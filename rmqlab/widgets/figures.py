@@ -367,7 +367,7 @@ def consume_queue_spec(topic: str, queue_id: int, base: int, units: np.ndarray, 
         y = dispatch["reput_from_offset"]
         shapes.append({"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": y, "y1": y,
                        "line": {"color": "#e6550d", "dash": "dash"}})
-        annotations.append({"xref": "paper", "x": 0, "y": y, "xanchor": "left", "showarrow": False,
+        annotations.append({"xref": "paper", "x": 0, "y": y, "xanchor": "left", "yanchor": "bottom", "showarrow": False,
                             "text": f"reput offset {y:,} (behind {dispatch['behind_bytes']:,} B)",
                             "font": {"size": 10, "color": "#e6550d"}})
     title = f"ConsumeQueue {topic}/{queue_id}: {total} unit(s)" + (f", last {n} drawn" if total > n else "")

@@ -236,8 +236,7 @@ class StoreDashboard:
         result = self.store.query_message(topic, key)
         self.say(f"query {topic}#{key}: {len(result.messages)} message(s) at "
                  f"{[m.commit_log_offset for m in result.messages]}, {result.collisions_discarded} collision(s)")
-        # The walk is drawn with its tab shown: a plotly figure first drawn in a hidden tab has no
-        # size, and stays an empty title once the tab is selected.
+        # The answer is the walk: show it (the click otherwise changed only a hidden tab and the log).
         self.show("index")
         view = self.views["index"]
         with view.throttle._draw_lock:  # the redraw the tab switch asked for may run meanwhile

@@ -166,6 +166,21 @@ def open_and_run(page: Any, base: str, notebook: str) -> None:
     assert errors == [], errors
 
 
+_PAST_THE_EDGE = """() => [...document.querySelectorAll('.jp-OutputArea-output')].flatMap((o) => {
+  const edge = o.getBoundingClientRect().right + 1;
+  return [...o.querySelectorAll('.js-plotly-plot, .widget-button')]
+    .filter((e) => e.getBoundingClientRect().width > 0 && e.getBoundingClientRect().right > edge)
+    .map((e) => (e.innerText || (e.querySelector('.gtitle') || {}).textContent || e.className).slice(0, 60));
+})"""
+
+
+def assert_nothing_past_the_edge(page: Any) -> None:
+    """No figure or button of any output runs past the output's right edge, where a person sees it
+    cut off (the output scrolls sideways): what a notebook beside JupyterLab's file browser shows."""
+    past = page.evaluate(_PAST_THE_EDGE)
+    assert past == [], past
+
+
 def output_with_plot(page: Any, index: int = 0) -> Any:
     """The ``index``-th cell output area holding a plotly figure."""
     return page.locator(".jp-OutputArea-output", has=page.locator(".js-plotly-plot")).nth(index)
@@ -185,6 +200,7 @@ def test_mapped_files_show_pointer_markers(lab: str, page: Any) -> None:
     title = out.locator(".gtitle").first.text_content() or ""
     assert "commitlog" in title, title
     assert "(live)" in title, title
+    assert_nothing_past_the_edge(page)
     shot(page, "01_mapped_files")
 
 
@@ -212,6 +228,25 @@ def test_click_on_commit_log_record_decodes_it(lab: str, page: Any) -> None:
     shot(page, "02_commitlog_click")
 
 
+def test_index_view_fits_and_walks(lab: str, page: Any) -> None:
+    """Notebook 04's IndexView: the heat map and the chain histogram side by side ran 430 px past
+    the output's edge; they wrap now. "whole walk" draws every step of the key's chain."""
+    open_and_run(page, lab, "04_index_file_and_hash_chains.ipynb")
+    out = page.locator(".jp-OutputArea-output", has=page.locator(".gtitle", has_text="chain length histogram")).first
+    out.scroll_into_view_if_needed()
+    walk = out.locator(".js-plotly-plot", has=page.locator(".gtitle", has_text="chain walk")).first
+    expect = sync_api.expect
+    expect(walk).to_be_visible(timeout=20_000)
+    assert_nothing_past_the_edge(page)
+    out.get_by_role("button", name="whole walk", exact=True).click()
+    expect(walk.locator(".gtitle")).to_contain_text("(done)", timeout=20_000)
+    page.wait_for_function(
+        "(gd) => [...gd.querySelectorAll('.scatterlayer .point')]"
+        ".filter((p) => p.getBoundingClientRect().width > 2).length >= 2",
+        arg=walk.element_handle(), timeout=20_000)
+    shot(page, "04_index_walk")
+
+
 def test_disk_slider_changes_cleanup_decision(lab: str, page: Any) -> None:
     open_and_run(page, lab, "07_expired_file_cleanup.ipynb")
     view = page.locator(".jp-OutputArea-output", has=page.locator(".widget-slider", has_text="disk ratio")).first
@@ -223,6 +258,7 @@ def test_disk_slider_changes_cleanup_decision(lab: str, page: Any) -> None:
     assert set(decisions.all_inner_texts()) == {"keep"}
     timeline = view.locator(".js-plotly-plot").first
     assert _time_axis(timeline) == {"x": "date", "x_set": "date", "y": "category", "traces": 1, "drawn": 5}
+    assert_nothing_past_the_edge(page)
     shot(page, "07_cleanup_before")
     slider = view.locator(".widget-slider", has_text="disk ratio")
     readout = slider.locator(".widget-readout")
@@ -283,7 +319,7 @@ def test_dashboard_controls_drive_the_store(lab: str, page: Any) -> None:
     expect(dashboard.locator(".js-plotly-plot").first).to_be_visible(timeout=30_000)
     dashboard.screenshot(path=str(ARTIFACTS / "06_dashboard.png"))
     # "query by key" shows the index tab with the key's chain walk drawn: the slot and its items
-    # as points of some size (a walk drawn while its tab was hidden used to stay an empty title)
+    # as points of some size
     dashboard.get_by_role("button", name="step services", exact=True).click()  # dispatch: index built
     dashboard.get_by_role("button", name="query by key", exact=True).click()
     current = dashboard.locator(".lm-TabBar-tab.lm-mod-current")
@@ -294,6 +330,7 @@ def test_dashboard_controls_drive_the_store(lab: str, page: Any) -> None:
         "(gd) => [...gd.querySelectorAll('.scatterlayer .point')]"
         ".filter((p) => p.getBoundingClientRect().width > 2).length >= 2",
         arg=walk.element_handle(), timeout=20_000)
+    assert_nothing_past_the_edge(page)
     shot(page, "06_dashboard_query")
 
 
@@ -314,4 +351,5 @@ def test_memory_store_view_follows_puts(lab: str, page: Any) -> None:
     before = title.text_content() or ""
     out.get_by_role("button", name="put 10").click()
     expect(out.locator(".gtitle").first).not_to_have_text(before, timeout=20_000)
+    assert_nothing_past_the_edge(page)
     shot(page, "08_memory_store")

@@ -275,7 +275,7 @@ def test_dashboard_put_flush_crash_recover_query(store):
         r = dash.query("Orders", "order-3")
         assert len(r.messages) == 1
         assert dash.views["index"].walk
-        # the walk is drawn in its shown tab (a figure drawn hidden stays an empty title)
+        # the answer is shown: the index tab, with the walk drawn in it
         assert dash.visible == "index"
         walk_points = [len(t.x) for t in dash.views["index"].walk_figure.data if t.x is not None]
         assert sum(walk_points) >= 2  # the slot and the item found

@@ -340,7 +340,7 @@ class MappedFileQueue:
         that file's store timestamp as the queue's. One call never crosses into the next file.
         Calls may overlap in several threads (see ``MappedFile.flush``)."""
         where0 = self._flushed_where
-        mf = self.find_mapped_file_by_offset(where0, where0 == 0)
+        mf = self.find_mapped_file_by_offset(where0, where0 == 0) or self._first_past_deleted(where0)
         if mf is None:
             return True
         ts = mf.store_timestamp
@@ -362,7 +362,7 @@ class MappedFileQueue:
         """Commit the file holding ``committed_where``; True iff nothing moved."""
         with self._commit_lock:
             where0 = self._committed_where
-            mf = self.find_mapped_file_by_offset(where0, where0 == 0)
+            mf = self.find_mapped_file_by_offset(where0, where0 == 0) or self._first_past_deleted(where0)
             if mf is None:
                 return True
             where = mf.file_from_offset + mf.commit(commit_least_pages)
@@ -372,6 +372,21 @@ class MappedFileQueue:
         if moved and bus is not None and bus.active:
             bus.publish(Committed(self.name, where))
         return not moved
+
+    def _first_past_deleted(self, where: int) -> MappedFile | None:
+        """The first file, when the files holding ``where`` and up to it were deleted.
+
+        Cleanup deletes expired files without looking at the flush or commit pointer. Once a
+        pointer is behind the first file, RocketMQ 4.9.8 and 5.x look it up, find no file ("Offset
+        not matched") and never flush (or commit) again until a restart. This happens with a
+        flush that lags a whole file behind, e.g. a stepped store with small files and a forced
+        cleanup. The deleted bytes need no flushing, so rmqlab goes on from the first file that
+        is left.
+        """
+        first = self.get_first_mapped_file()
+        if first is None or where >= first.file_from_offset:
+            return None
+        return first
 
     # ---------------------------------------------------------------------------------------
     # truncation and deletion

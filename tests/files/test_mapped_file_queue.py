@@ -242,6 +242,45 @@ def test_overlapping_commits_give_a_full_files_buffer_back_once(qdir, monkeypatc
     pool.destroy()
 
 
+def test_flush_goes_on_once_cleanup_deleted_the_files_it_had_not_reached(qdir, bus, recorder) -> None:
+    # The flush lags a whole file behind; cleanup deletes expired files without looking at it.
+    # RocketMQ then finds no file at flushedWhere and never flushes again; rmqlab goes on from the
+    # first file that is left (the deleted bytes need no flushing).
+    q = _filled_queue(qdir, 4, bus=bus)
+    assert q.flush(0) is False
+    assert q.flushed_where == SIZE  # one file per call, as RocketMQ flushes
+    assert q.delete_expired_file_by_time(0, 0, 0, True, now_ms=10**13, batch_max=2) == 2
+    assert q.get_min_offset() == 2 * SIZE > q.flushed_where
+    assert q.flush(0) is False  # moved: the first file left was flushed
+    assert q.flushed_where == 3 * SIZE
+    assert q.mapped_files[0].flushed_position == SIZE
+    assert q.flush(0) is False
+    assert q.flushed_where == 4 * SIZE
+    assert all(mf.flushed_position == SIZE for mf in q.mapped_files)
+    assert [e.flushed_where for e in recorder.of(Flushed)] == [SIZE, 3 * SIZE, 4 * SIZE]
+    assert q.flush(0) is True  # nothing left to flush
+    q.close()
+
+
+def test_commit_goes_on_once_cleanup_deleted_the_files_it_had_not_reached(qdir) -> None:
+    pool = TransientStorePool(4, SIZE)
+    pool.init()
+    q = MappedFileQueue(str(qdir), SIZE, transient_store_pool=pool)
+    for i in range(3):
+        assert q.get_last_mapped_file_for(i * SIZE).append_message(bytes([i + 1]) * SIZE)
+    assert q.commit(0) is False
+    assert q.committed_where == SIZE
+    assert q.delete_expired_file_by_time(0, 0, 0, True, now_ms=10**13, batch_max=2) == 2
+    assert q.get_min_offset() == 2 * SIZE
+    assert q.commit(0) is False
+    assert q.committed_where == 3 * SIZE
+    assert q.get_max_offset() == 3 * SIZE
+    with open(q.mapped_files[0].file_name, "rb") as f:
+        assert f.read() == bytes([3]) * SIZE  # the last file's bytes reached it
+    q.close()
+    pool.destroy()
+
+
 def test_the_pool_refuses_a_buffer_given_back_twice() -> None:
     pool = TransientStorePool(1, SIZE)
     pool.init()

@@ -509,3 +509,30 @@ def test_files_not_dispatched_yet_are_kept(disk: float) -> None:
     exact = plan_cleanup(fs, now_ms=AT_04, physic_ratio=disk, logics_ratio=disk, config=cfg(), tz=UTC,
                          dispatched_offset=2 * FILE)  # file 1 ends exactly there: dispatched whole
     assert exact.to_delete == [fs[0].name, fs[1].name]
+
+
+def test_flush_goes_on_after_cleanup_deleted_files_it_had_not_reached(tmp_path: Path) -> None:
+    """A stepped store flushes one CommitLog file per step (RocketMQ's flush never crosses a file),
+    so a forced cleanup can delete files the flush has not reached. RocketMQ then finds no file
+    at flushedWhere and never flushes again: every later message would be lost to a power cut.
+    (Notebook 07 showed "flushed_where 32,768" below the first file for the rest of the run.)"""
+    clock, probe = ManualClock(AT_10, tz=UTC), Probe(0.5)
+    with open_store(tmp_path, clock, probe, mapped_file_size_commit_log=16 * 1024) as store:
+        mfq = store.commit_log.mapped_file_queue
+        fill(store, 80, queues=1)
+        store.step()
+        assert len(mfq.mapped_files) >= 4
+        assert mfq.flushed_where <= 16 * 1024  # one file flushed
+        before = store.checkpoint.physic_msg_timestamp
+        probe.ratio = 0.86  # above clean-forcibly: files go whatever their age
+        clock.advance_hours(1)
+        store.step()
+        assert mfq.get_min_offset() > mfq.flushed_where  # cleanup ran past the flush
+        probe.ratio = 0.5
+        fill(store, 30, queues=1)
+        for _ in range(len(mfq.mapped_files) + 1):
+            clock.advance_hours(1)
+            store.step()
+        assert mfq.flushed_where == mfq.get_max_offset()
+        assert all(mf.flushed_position == mf.wrote_position for mf in mfq.mapped_files)
+        assert store.checkpoint.physic_msg_timestamp > before

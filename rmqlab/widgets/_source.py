@@ -297,6 +297,11 @@ class Source:
                 return mf
         return None
 
+    def commit_log_min_offset(self) -> int:
+        """Where the CommitLog starts: its first file's offset (0 with no file)."""
+        files = self.mapped_files(COMMITLOG)
+        return files[0].file_from_offset if files else 0
+
     def read_record(self, offset: int) -> tuple[MessageRecord | BlankRecord | None, bytes]:
         """The record at ``offset`` (decoded, CRC compared) and its raw bytes; (None, b"") if none."""
         mf = self.file_of(offset)

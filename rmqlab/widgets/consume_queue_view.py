@@ -36,6 +36,7 @@ class ConsumeQueueView(View):
         self.base = 0
         self.units = np.empty(0, CQ_UNIT_DTYPE)
         self.dispatch: dict[str, int] | None = None
+        self.commit_log_min = 0  # units below it point into deleted CommitLog files ("removed")
         super().__init__(source, **kwargs)
 
     @property
@@ -79,8 +80,10 @@ class ConsumeQueueView(View):
                 self.picker.value = self._queue_label(self.topic, self.queue_id)
             self.base, self.units = self.source.cq_units(self.topic, self.queue_id)
         self.dispatch = self.source.dispatch_state()
+        self.commit_log_min = self.source.commit_log_min_offset()
         set_figure(self.figure, figures.consume_queue_spec(self.topic or "-", self.queue_id or 0, self.base,
-                                                             self.units, dispatch=self.dispatch))
+                                                             self.units, dispatch=self.dispatch,
+                                                             commit_log_min=self.commit_log_min))
         self.table.value = figures.consume_queue_table_html(self.base, self.units, limit=self.table_rows)
         for trace in self.figure.data:
             if self._on_click not in getattr(trace, "_click_callbacks", []):
@@ -98,6 +101,13 @@ class ConsumeQueueView(View):
             self.detail.value = f"<i>no unit at queue offset {queue_offset}</i>"
             return self.detail.value
         offset = int(self.units[i]["commit_log_offset"])
+        if offset < self.commit_log_min:
+            self.detail.value = (f"<div>unit {queue_offset} → CommitLog offset {offset:,}: <b>removed</b>. "
+                                 f"Cleanup deleted the CommitLog file that held it (the CommitLog now starts at "
+                                 f"{self.commit_log_min:,}). The unit stays until cleanup deletes its whole "
+                                 f"ConsumeQueue file; a get for it answers OFFSET_TOO_SMALL (or "
+                                 f"MESSAGE_WAS_REMOVING).</div>")
+            return self.detail.value
         rec, raw = self.source.read_record(offset)
         self.detail.value = (f"<div>unit {queue_offset} → CommitLog offset {offset:,}</div>"
                              + figures.record_html(rec, raw, offset=offset))

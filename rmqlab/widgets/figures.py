@@ -336,11 +336,14 @@ def record_html(rec: MessageRecord | BlankRecord | None, raw: bytes, *, offset: 
 # consume queue
 
 def consume_queue_spec(topic: str, queue_id: int, base: int, units: np.ndarray, *,
-                       dispatch: dict[str, int] | None = None, limit: int = 2000) -> Spec:
+                       dispatch: dict[str, int] | None = None, limit: int = 2000,
+                       commit_log_min: int = 0) -> Spec:
     """One marker per 20-byte unit: x = queue offset, y = the CommitLog offset it points at,
-    size ~ message bytes; pre-blank units (size 0x7FFFFFFF) grey at y = 0. The reput offset
-    (where dispatch will read next) is a horizontal line when the store is live. Only the last
-    ``limit`` units are drawn (the title says how many the queue holds)."""
+    size ~ message bytes; pre-blank units (size 0x7FFFFFFF) grey at y = 0. Units pointing below
+    ``commit_log_min`` (their CommitLog file was deleted by cleanup; a get answers
+    OFFSET_TOO_SMALL or MESSAGE_WAS_REMOVING for them) are hollow grey crosses, "removed". The
+    reput offset (where dispatch will read next) is a horizontal line when the store is live.
+    Only the last ``limit`` units are drawn (the title says how many the queue holds)."""
     total = len(units)
     if total > limit:
         base, units = base + total - limit, units[total - limit:]
@@ -352,11 +355,17 @@ def consume_queue_spec(topic: str, queue_id: int, base: int, units: np.ndarray, 
     blank = size == 0x7FFFFFFF
     hover = [f"queue offset {a}<br>CommitLog offset {b:,}<br>size {c}<br>tags code {d}"
              for a, b, c, d in zip(q.tolist(), off.tolist(), size.tolist(), tags.tolist(), strict=True)]
-    real = ~blank
+    gone = ~blank & (off < commit_log_min)
+    real = ~blank & ~gone
     traces = [
         dict(type="scatter", name="unit", mode="markers", x=q[real], y=off[real], customdata=q[real],
                    hovertext=[h for h, r in zip(hover, real, strict=True) if r], hoverinfo="text",
                    marker={"size": np.clip(np.sqrt(size[real].clip(min=1)) / 2, 5, 16), "color": "#3182bd"}),
+        dict(type="scatter", name="removed", mode="markers", x=q[gone], y=off[gone], customdata=q[gone],
+             hoverinfo="text",
+             hovertext=[f"{h}<br>its CommitLog file was deleted (CommitLog starts at {commit_log_min:,})"
+                        for h, g in zip(hover, gone, strict=True) if g],
+             marker={"size": 7, "color": _BLANK_COLOR, "symbol": "x-thin-open", "line": {"width": 2}}),
         dict(type="scatter", name="pre-blank", mode="markers", x=q[blank], y=np.zeros(int(blank.sum())),
              hoverinfo="text",
                    hovertext=[h for h, b in zip(hover, blank, strict=True) if b],
@@ -370,16 +379,19 @@ def consume_queue_spec(topic: str, queue_id: int, base: int, units: np.ndarray, 
         annotations.append({"xref": "paper", "x": 0, "y": y, "xanchor": "left", "yanchor": "bottom", "showarrow": False,
                             "text": f"reput offset {y:,} (behind {dispatch['behind_bytes']:,} B)",
                             "font": {"size": 10, "color": "#e6550d"}})
-    title = f"ConsumeQueue {topic}/{queue_id}: {total} unit(s)" + (f", last {n} drawn" if total > n else "")
+    title = (f"ConsumeQueue {topic}/{queue_id}: {total} unit(s)" + (f", last {n} drawn" if total > n else "")
+             + (f", {int(gone.sum())} removed" if gone.any() else ""))
     return {"data": traces, "layout": _base_layout(
         title, height=260, shapes=shapes, annotations=annotations, clickmode="event",
         xaxis={"title": {"text": "queue offset"}}, yaxis={"title": {"text": "CommitLog offset"}, "tickformat": ","})}
 
 
 def consume_queue_figure(topic: str, queue_id: int, base: int, units: np.ndarray, *,
-                         dispatch: dict[str, int] | None = None, limit: int = 2000) -> go.Figure:
+                         dispatch: dict[str, int] | None = None, limit: int = 2000,
+                         commit_log_min: int = 0) -> go.Figure:
     """:func:`consume_queue_spec` as a Figure."""
-    return to_figure(consume_queue_spec(topic, queue_id, base, units, dispatch=dispatch, limit=limit))
+    return to_figure(consume_queue_spec(topic, queue_id, base, units, dispatch=dispatch, limit=limit,
+                                        commit_log_min=commit_log_min))
 
 
 def consume_queue_table_html(base: int, units: np.ndarray, *, limit: int = 200) -> str:

@@ -217,6 +217,49 @@ def test_cleanup_time_line_keeps_its_now_label_inside_the_plot(store):
     view.close()
 
 
+def test_consume_queue_view_marks_units_whose_commit_log_file_was_deleted(tmp_path):
+    """After cleanup deletes CommitLog files, a queue keeps units pointing into them until its
+    own file goes: drawn "removed" (not as live units), counted in the title, and a click on one
+    says why there is no record instead of "no record at offset"."""
+    import time
+
+    from rmqlab import MessageStore, MessageStoreConfig
+    from rmqlab.clock import ManualClock
+
+    disk = {"ratio": 0.5}
+    cfg = MessageStoreConfig.small(str(tmp_path / "store"), mapped_file_size_commit_log=8 * 1024)
+    store = MessageStore.open(str(tmp_path / "store"), cfg, clock=ManualClock(time.time_ns() // 1_000_000),
+                              threaded=False, disk_probe=lambda _path: disk["ratio"])
+    try:
+        put_many(store, 60)
+        store.step()
+        view = ConsumeQueueView(store, "T0", 0, autoupdate=False)
+        assert [len(t.x) for t in view.figure.data if t.name == "removed"] == [0]
+        disk["ratio"] = 0.86  # forced cleanup: every CommitLog file but the newest goes
+        store.step()
+        first = store.get_min_phy_offset()
+        assert first > 0
+        disk["ratio"] = 0.5
+        put_many(store, 12, start=60)  # live units after the removed ones
+        store.step()
+        view.refresh()
+        assert view.commit_log_min == first
+        removed = next(t for t in view.figure.data if t.name == "removed")
+        live = next(t for t in view.figure.data if t.name == "unit")
+        assert len(removed.x) > 0
+        assert all(y < first for y in removed.y)
+        assert all(y >= first for y in live.y)
+        assert f"{len(removed.x)} removed" in view.figure.layout.title.text
+        html = view.select_unit(int(removed.x[0]))
+        assert "removed" in html
+        assert "deleted" in html
+        html = view.select_unit(int(live.x[0]))
+        assert "TOTALSIZE" in html
+        view.close()
+    finally:
+        store.shutdown()
+
+
 def test_recovery_view_draws_plan(store, tmp_path):
     put_many(store, 30)
     store.shutdown()

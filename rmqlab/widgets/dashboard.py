@@ -183,7 +183,7 @@ class StoreDashboard:
             self.say("services run in background threads (threaded store): nothing to step")
             return {}
         done = self.store.step()
-        self.say("step: " + ", ".join(f"{k}={_short(v)}" for k, v in done.items()))
+        self.say("step: " + _step_summary(done, self.store))
         self.redraw()
         return done
 
@@ -319,6 +319,28 @@ class StoreDashboard:
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self.widget._repr_mimebundle_(**kwargs)
+
+
+def _step_summary(done: dict[str, Any], store: Any) -> str:
+    """What one ``store.step()`` did, in words: records dispatched, where the CommitLog is
+    flushed to, the cleanup decision and the consume-queue cleanup."""
+    parts = []
+    if "reput" in done:
+        parts.append(f"dispatched {done['reput']} record(s)")
+    if "flush_commit_log" in done:
+        parts.append(f"CommitLog flushed to {store.commit_log.mapped_file_queue.flushed_where:,}")
+    plan = done.get("clean_commit_log")
+    if hasattr(plan, "summary"):
+        deleted = sum(o.result == "deleted" for o in plan.outcomes)
+        held = sum(o.result == "still_referenced" for o in plan.outcomes)
+        done_text = ((f", {deleted} deleted" if plan.outcomes else "")
+                     + (f", {held} still held by a reader" if held else ""))
+        parts.append(f"cleanup: {plan.summary()}{done_text}")
+    cq = done.get("clean_consume_queue")
+    if cq is not None and hasattr(cq, "ran"):
+        parts.append(f"consume queue cleanup: {cq.files_deleted} file(s) and {cq.index_files_deleted} index "
+                     f"file(s) deleted" if cq.ran else f"consume queue cleanup skipped ({cq.reason})")
+    return "; ".join(parts) or _short(done)
 
 
 def _short(value: Any, limit: int = 160) -> str:

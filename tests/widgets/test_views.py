@@ -301,6 +301,10 @@ def test_dashboard_put_flush_crash_recover_query(store):
     try:
         dash.put(30, topic="Orders", keys="order-{i}", size=200)
         dash.step()
+        said = dash.log.value
+        assert "step: dispatched 30 record(s); CommitLog flushed to " in said  # words, not reprs
+        assert "cleanup: no cleanup" in said
+        assert "CleanupPlan(" not in said
         dash.flush()
         dash.put(5, topic="Orders", keys="late-{i}")
         dash.throttle.flush()

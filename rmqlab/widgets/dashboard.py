@@ -204,7 +204,7 @@ class StoreDashboard:
             result = self._crash_fn(self.store, mode)
         else:
             result = _default_crash(self.store, mode, self._recorder)
-        self.say(f"crash ({mode}): {_short(result)}")
+        self.say(f"crash ({mode}): {_crash_summary(result)}")
         return result
 
     def recover(self) -> Any:
@@ -341,6 +341,18 @@ def _step_summary(done: dict[str, Any], store: Any) -> str:
         parts.append(f"consume queue cleanup: {cq.files_deleted} file(s) and {cq.index_files_deleted} index "
                      f"file(s) deleted" if cq.ran else f"consume queue cleanup skipped ({cq.reason})")
     return "; ".join(parts) or _short(done)
+
+
+def _crash_summary(result: Any) -> str:
+    """What a simulated crash left, in words (a power loss: what was lost past the flushed offset
+    and which files it touched); anything else as its text."""
+    if all(hasattr(result, a) for a in ("flushed_where", "max_offset", "zeroed", "deleted")):
+        lost = max(result.max_offset - result.flushed_where, 0)
+        return (f"only flushed bytes survive: CommitLog flushed to {result.flushed_where:,} of "
+                f"{result.max_offset:,} written ({lost:,} bytes of CommitLog lost); "
+                f"{sum(result.zeroed.values()):,} bytes zeroed in {len(result.zeroed)} file(s), "
+                f"{len(result.deleted)} file(s) never flushed deleted")
+    return _short(result)
 
 
 def _short(value: Any, limit: int = 160) -> str:

@@ -311,6 +311,8 @@ def test_dashboard_put_flush_crash_recover_query(store):
         assert not dash.throttle.errors
         flushed = store.commit_log.mapped_file_queue.flushed_where
         dash.crash("power_loss")
+        assert f"CommitLog flushed to {flushed:,} of " in dash.log.value
+        assert "PowerLossReport(" not in dash.log.value
         new = dash.recover()
         assert new is not store
         assert new.recovery_plan.mode == "abnormal"

@@ -84,7 +84,8 @@ class ConsumeQueueView(View):
         set_figure(self.figure, figures.consume_queue_spec(self.topic or "-", self.queue_id or 0, self.base,
                                                              self.units, dispatch=self.dispatch,
                                                              commit_log_min=self.commit_log_min))
-        self.table.value = figures.consume_queue_table_html(self.base, self.units, limit=self.table_rows)
+        self.table.value = figures.consume_queue_table_html(self.base, self.units, limit=self.table_rows,
+                                                            commit_log_min=self.commit_log_min)
         for trace in self.figure.data:
             if self._on_click not in getattr(trace, "_click_callbacks", []):
                 trace.on_click(self._on_click)

@@ -394,15 +394,19 @@ def consume_queue_figure(topic: str, queue_id: int, base: int, units: np.ndarray
                                         commit_log_min=commit_log_min))
 
 
-def consume_queue_table_html(base: int, units: np.ndarray, *, limit: int = 200) -> str:
-    """The last ``limit`` units as an HTML table (queue offset, CommitLog offset, size, tags code)."""
+def consume_queue_table_html(base: int, units: np.ndarray, *, limit: int = 200, commit_log_min: int = 0) -> str:
+    """The last ``limit`` units as an HTML table (queue offset, CommitLog offset, size, tags code);
+    units pointing below ``commit_log_min`` (their CommitLog file is deleted) greyed, "removed"."""
     n = len(units)
     first = max(0, n - limit)
     rows = []
     for i in range(first, n):
         u = units[i]
         size = int(u["size"])
-        rows.append(f"<tr><td>{base + i}</td><td>{int(u['commit_log_offset']):,}</td>"
+        offset = int(u["commit_log_offset"])
+        gone = size != 0x7FFFFFFF and offset < commit_log_min
+        style = " style='color:#999' title='its CommitLog file was deleted'" if gone else ""
+        rows.append(f"<tr{style}><td>{base + i}</td><td>{offset:,}{' (removed)' if gone else ''}</td>"
                     f"<td>{'pre-blank' if size == 0x7FFFFFFF else size}</td><td>{int(u['tags_code'])}</td></tr>")
     note = f"<div><i>showing the last {limit} of {n} units</i></div>" if first else ""
     return (note + "<table class='rmq-cq' style='font-size:12px'><tr><th>queue offset</th><th>CommitLog offset</th>"

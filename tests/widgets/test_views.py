@@ -250,6 +250,7 @@ def test_consume_queue_view_marks_units_whose_commit_log_file_was_deleted(tmp_pa
         assert all(y < first for y in removed.y)
         assert all(y >= first for y in live.y)
         assert f"{len(removed.x)} removed" in view.figure.layout.title.text
+        assert view.table.value.count("(removed)") == len(removed.x)  # the table says so too
         html = view.select_unit(int(removed.x[0]))
         assert "removed" in html
         assert "deleted" in html

@@ -368,10 +368,8 @@ class MappedFile:
         """
         if end <= self.writable_to or self._write_buffer is not None or self.read_only:
             return
-        wrote = self.wrote_position
-        start = max(self.writable_to, wrote - wrote % _PAGE)
         stop = min(self.file_size, end + min(RESERVE_AHEAD, self.file_size >> 7))  # a small file stays sparse
-        if self.populate(start, stop):
+        if self.populate(self._not_writable_from(), stop):
             stop = self.file_size if stop >= self.file_size else -(-stop // _PAGE) * _PAGE
             if stop > self.writable_to:
                 self.writable_to = stop
@@ -383,20 +381,35 @@ class MappedFile:
         and ``start``) when a write there would raise SIGBUS."""
         global _can_populate
         start -= start % _PAGE
-        end = min(end, self.file_size)
-        if end <= start or not self._addr or not _can_populate or not self.hold():
+        if not _can_populate:
             return True
-        try:
-            if self._mm is None:
-                return True
-            err = populate_write(self._addr + start, end - start)
-        finally:
-            self.release()
+        err = self._populate_errno(start, min(end, self.file_size))
+        if err is None:
+            return True
         if err == errno.EFAULT:
             raise DiskFull(self.file_name, start)
         if err < 0:
             _can_populate = False  # (the range is page aligned: EINVAL means an older kernel)
         return err <= 0
+
+    def _not_writable_from(self) -> int:
+        """Where the pages not made writable yet begin: :attr:`writable_to`, or the writer's page
+        if it is past it (what :meth:`reserve` and :meth:`prefault` populate from)."""
+        wrote = self.wrote_position
+        return max(self.writable_to, wrote - wrote % _PAGE)
+
+    def _populate_errno(self, start: int, end: int) -> int | None:
+        """:func:`~rmqlab.files.fs.populate_write` over ``[start, end)`` under a hold (the
+        mapping cannot go away meanwhile): its answer, or None when nothing was asked (an empty
+        range, no mapping address, a file being shut down)."""
+        if end <= start or not self._addr or not self.hold():
+            return None
+        try:
+            if self._mm is None:
+                return None
+            return populate_write(self._addr + start, end - start)
+        finally:
+            self.release()
 
     # ---------------------------------------------------------------------------------------
     # pre-faulting (a service thread, ahead of the writer)
@@ -423,18 +436,12 @@ class MappedFile:
         if self.read_only or self._write_buffer is not None or not self._addr:
             return 0
         end = self.file_size if upto >= self.file_size else upto - upto % _PAGE  # page aligned
-        wrote = self.wrote_position
-        start = max(self.writable_to, wrote - wrote % _PAGE)
+        start = self._not_writable_from()
         if not _can_populate:
             return -1
-        if end <= start or not self.hold():
+        err = self._populate_errno(start, end)
+        if err is None:
             return 0
-        try:
-            if self._mm is None:
-                return 0
-            err = populate_write(self._addr + start, end - start)
-        finally:
-            self.release()
         if err:  # a full disk (EFAULT) may pass: the writer's reserve() says so, this tries again
             return 0 if err == errno.EFAULT else -1
         if end > self.writable_to:

@@ -459,18 +459,67 @@ def index(store: Path, hash_slot_num: int | None, index_num: int | None, file: s
     """
     from rmqlab import render
 
+    if chain:
+        _check_topic(chain[0])
+        if not chain[1]:
+            raise click.BadParameter("the key must not be empty (the index holds no empty key)",
+                                     param_hint="'--chain'")
     mode = _mode(as_json, json_lines)
     with _open(store, hash_slot_num, index_num) as snap:
         _warn_short_index(snap)
         if chain:
-            df, title = snap.index_chain(*chain), f"Chain of {chain[0]}#{chain[1]} (newest file first)"
+            df = snap.index_chain(*chain)
         elif file:
-            df, title = snap.index_slots(file), f"Used slots of {file}"
+            df = snap.index_slots(file)
         else:
-            df, title = snap.index_files(), "Index files"
+            df = snap.index_files()
     rows = render.frame_rows(df)
-    if not render.emit(rows, rows, mode):
-        render.frame_table(title, df)
+    if render.emit(rows, rows, mode):
+        return
+    if chain:
+        _chain_table(f"Chain of {chain[0]}#{chain[1]} (newest file first)", rows)
+    elif file:
+        render.frame_table(f"Used slots of {file}", df)
+    else:
+        _index_files_table(rows)
+
+
+def _index_files_table(rows: list[dict[str, Any]]) -> None:
+    """The columns a person compares across index files; the header counters, path and sizes
+    stay in --json (the caption gives the sizes when every file shares them)."""
+    from rmqlab import render
+
+    cols = ["name", "items", "used_slots", "max_chain_length", "begin_phy_offset", "end_phy_offset",
+            "begin_timestamp", "end_timestamp"]
+    sizes = {(r["hash_slot_num"], r["index_num"]) for r in rows}
+    caption = None
+    if len(sizes) == 1:
+        slots, items = sizes.pop()
+        caption = f"every file: {slots:,} hash slots, {items - 1:,} items at most (all columns: --json)"
+    render.table(f"{len(rows)} index files", cols, ([r[c] for c in cols] for r in rows), caption)
+
+
+def _chain_table(title: str, rows: list[dict[str, Any]]) -> None:
+    """One line per chain step with what the walk made of it in words (all flags: --json)."""
+    from rmqlab import render
+
+    def verdict(r: dict[str, Any]) -> str:
+        if not r["hash_matches"]:
+            said = "other key (same slot)"
+        elif not r["time_in_window"]:
+            said = "outside the time window"
+        elif not r["message_found"]:
+            said = "returned; no record at that offset"
+        elif r["message_has_key"]:
+            said = "match"
+        else:
+            said = f"collision: {r['message_topic']} keys {r['message_keys'] or '-'}"
+        return f"{said}; walk stops: {r['stop'].replace('_', ' ')}" if r["stop"] else said
+
+    cols = ["file", "item", "prev_index", "phy_offset", "time"]
+    found = sum(1 for r in rows if r["message_has_key"] and r["time_in_window"])
+    render.table(title, [*cols, "verdict"], ([*(r[c] for c in cols), verdict(r)] for r in rows),
+                 f"{len(rows)} steps, {found} matching messages (all columns: --json)")
 
 
 @main.command()

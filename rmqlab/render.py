@@ -14,13 +14,44 @@ __all__ = ["console", "emit", "frame_rows", "frame_table", "ms_to_iso", "print_j
 console = Console(highlight=False)
 
 
-def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    t = Table(title=title, title_justify="left", header_style="bold")
-    for c in columns:
-        t.add_column(c, overflow="fold")
-    for row in rows:
-        t.add_row(*("" if v is None or v != v else str(v) for v in row))  # v != v: NaN
+def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]], caption: str | None = None) -> None:
+    """A rich table that keeps offsets, ids and file names on one line when the terminal allows.
+
+    Rich folds every cell evenly when a table is too wide, so a 32-character msgId or a
+    20-digit file name ends up split over three lines. Columns whose cells hold no spaces
+    (tokens) get their full width when all of them fit beside the other columns at their
+    narrowest; only then do headers and prose fold. Wider than that, everything folds as before.
+    """
+    cells = [["" if v is None or v != v else str(v) for v in row] for row in rows]  # v != v: NaN
+    widths = _token_widths(list(columns), cells, console.width)
+    t = Table(title=title, title_justify="left", header_style="bold", caption=caption, caption_justify="left")
+    for c, w in zip(columns, widths, strict=True):
+        t.add_column(c, overflow="fold", width=w)
+    for r in cells:
+        t.add_row(*r)
     console.print(t)
+
+
+def _token_widths(columns: list[str], cells: list[list[str]], room: int) -> list[int | None]:
+    """Fixed widths for token columns (None: let rich decide), or all None when they cannot fit.
+
+    A token column is as wide as its widest cell; its header may fold, down to 6 characters
+    when the room is short. Prose columns are counted at their longest word, up to 12
+    characters (3 more per column: padding and border).
+    """
+    n = len(columns)
+    token = [all(" " not in r[i] for r in cells) for i in range(n)]
+    widest = [max((len(r[i]) for r in cells), default=0) for i in range(n)]
+    word = [max((len(x) for r in cells for x in r[i].split()), default=1) for i in range(n)]
+    natural = 1 + sum(3 + max(w, len(h)) for w, h in zip(widest, columns, strict=True))
+    if natural <= room or not any(token):
+        return [None] * n
+    for cap in (16, 12, 10, 8, 6):
+        fixed = [max(w, min(len(h), cap)) if tok else None for w, h, tok in zip(widest, columns, token, strict=True)]
+        need = 1 + sum(3 + (f if f is not None else min(w, 12)) for f, w in zip(fixed, word, strict=True))
+        if need <= room:
+            return fixed
+    return [None] * n
 
 
 def _default(o: Any) -> Any:
@@ -79,9 +110,9 @@ def emit(obj: Any, rows: Iterable[Any] | None, mode: str) -> bool:
     return False
 
 
-def frame_table(title: str, df: Any, columns: Sequence[str] | None = None) -> None:
+def frame_table(title: str, df: Any, columns: Sequence[str] | None = None, caption: str | None = None) -> None:
     cols = list(columns or df.columns)
-    table(title, cols, df[cols].itertuples(index=False))
+    table(title, cols, df[cols].itertuples(index=False), caption)
 
 
 def ms_to_iso(ms: int) -> str:

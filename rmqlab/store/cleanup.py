@@ -215,8 +215,8 @@ class CleanupPlan:
             return (f"no cleanup: not in delete hours {list(self.delete_when_hours)} (local hour "
                     f"{self.local_hour}), disk {self.physic_ratio:.2f} <= {self.disk_max_used_space_ratio:.2f}, "
                     "no manual request")
-        return (f"trigger {self.trigger} ({', '.join(self.triggers) or 'forced'}): delete "
-                f"{len(self.to_delete)} of {len(self.files)} files"
+        why = "" if self.triggers == (self.trigger,) else f" ({', '.join(self.triggers) or 'forced'})"
+        return (f"trigger {self.trigger}{why}: delete {len(self.to_delete)} of {len(self.files)} files"
                 + ("; disk full, writes refused" if self.disk_full else ""))
 
     def to_dict(self) -> dict[str, Any]:

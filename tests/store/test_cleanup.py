@@ -264,6 +264,16 @@ def test_plan_to_dict_is_json() -> None:
     assert "delete 2 of 3" in p.summary()
 
 
+def test_summary_names_the_trigger_once() -> None:
+    # the rule that decided, then the other conditions that held too, never the same word twice
+    alone = plan(files(3, 100))
+    assert alone.triggers == ("time_up",)
+    assert alone.summary().startswith("trigger time_up: delete")
+    both = plan(files(3, 100), manual=3)
+    assert both.summary().startswith(f"trigger {both.trigger} ({', '.join(both.triggers)}): delete")
+    assert len(both.triggers) == 2
+
+
 # ------------------------------------------------------------------------------------------
 # services on a real store
 

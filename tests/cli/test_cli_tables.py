@@ -1,0 +1,92 @@
+"""What a person reads: tables that keep ids and offsets whole, and the index views in words."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from rmqlab import render
+from rmqlab.cli import main
+
+MSG_ID = "C0A8380A00002A9F0000000000000000"
+
+
+@pytest.fixture
+def clean(reference_store: Callable[[str], Path]) -> str:
+    return str(reference_store("clean-small"))
+
+
+@pytest.fixture
+def width() -> Iterator[Callable[[int], None]]:
+    before = render.console.width
+
+    def set_width(w: int) -> None:
+        render.console.width = w
+
+    yield set_width
+    render.console.width = before
+
+
+def out(*args: str) -> str:
+    r = CliRunner().invoke(main, list(args))
+    assert r.exit_code == 0, r.output
+    return r.stdout
+
+
+def test_token_widths_keep_ids_whole_when_they_fit() -> None:
+    cols = ["commit_log_offset", "msg_id", "keys"]
+    cells = [["0", MSG_ID, "a b c"], ["583309", MSG_ID, "shared-1 k-42-0-0"]]
+    assert render._token_widths(cols, cells, 200) == [None, None, None]  # everything fits: rich decides
+    fixed = render._token_widths(cols, cells, 70)
+    assert fixed[1] == len(MSG_ID)
+    assert fixed[2] is None
+    assert 6 <= fixed[0] <= len("commit_log_offset")  # the header folds, the offsets never
+    assert render._token_widths(cols, cells, 40) == [None, None, None]  # no room: fold all
+
+
+@pytest.mark.parametrize("columns", [110, 120, 160])
+def test_message_ids_stay_on_one_line(clean: str, width: Callable[[int], None], columns: int) -> None:
+    width(columns)
+    text = out("messages", clean, "--limit", "3")
+    assert MSG_ID in text
+    assert max(len(line) for line in text.splitlines()) <= columns
+    text = out("query", clean, "--topic", "TopicA", "--key", "k-42-0-0")
+    assert MSG_ID in text
+    assert "20261122102056184" in text
+
+
+def test_index_files_table_fits_and_names_the_sizes(clean: str, width: Callable[[int], None]) -> None:
+    width(120)
+    text = out("index", clean)
+    assert "6 index files" in text
+    assert "every file: 64 hash slots, 255 items at most" in text
+    assert "20261122102107719" in text
+    assert "1795342867715" in text
+    assert max(len(line) for line in text.splitlines()) <= 120
+
+
+def test_chain_table_says_what_each_step_is(clean: str, width: Callable[[int], None]) -> None:
+    width(120)
+    text = out("index", clean, "--chain", "TopicA", "shared-1")
+    rows = [line for line in text.splitlines() if line.startswith("│")]
+    assert any("match; walk stops: end of chain" in r for r in rows)
+    assert any("other key (same slot)" in r for r in rows)
+    # the count in the caption is the query's answer
+    matches = CliRunner().invoke(main, ["query", clean, "--topic", "TopicA", "--key", "shared-1", "--json"])
+    n = len(json.loads(matches.stdout)["matches"])
+    assert f", {n} matching messages" in text
+    assert sum("│ match" in r for r in rows) == n
+
+
+def test_chain_rejects_what_query_rejects(clean: str) -> None:
+    r = CliRunner().invoke(main, ["index", clean, "--chain", "Topic A", "x"])
+    assert r.exit_code == 2
+    assert "invalid topic 'Topic A'" in r.output
+    assert "Traceback" not in r.output
+    r = CliRunner().invoke(main, ["index", clean, "--chain", "TopicA", ""])
+    assert r.exit_code == 2
+    assert "must not be empty" in r.output

@@ -63,7 +63,7 @@ from rmqlab.config import MessageStoreConfig
 from rmqlab.errors import DiskFull, InvalidTopic, RmqlabError
 from rmqlab.events import Appended, EventBus, Rolled
 from rmqlab.files.mapped_file_queue import MappedFileQueue
-from rmqlab.store.message import Message, build_properties_and_map, parse_host
+from rmqlab.store.message import Message, build_properties_and_map, parse_host, refuse_bad_fields
 from rmqlab.store.put_lock import wait_until_free
 from rmqlab.store.results import (
     AppendMessageResult,
@@ -782,6 +782,8 @@ class CommitLog:
             return self._put([enc])
         except DiskFull as e:  # nothing was written: refused, as RocketMQ refuses a put on a full disk
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason=str(e))
+        except (struct.error, OverflowError, TypeError, ValueError):  # nothing was written
+            return refuse_bad_fields([msg])
 
     def _new_shape(self, skey: tuple, msg: Message, ks: str) -> _Shape | None:
         if len(self._shapes) >= _MAX_SHAPES:
@@ -826,11 +828,15 @@ class CommitLog:
             now = self.clock.now_ms()
             phys = mf.file_from_offset + pos
             target = mf.write_target
-            head.pack_into(
-                target, pos, total, shape.magic, crc, queue_id, msg.flag, q, phys, shape.sys_flag, born,
-                shape.born_ip, shape.born_port, now, self._store_ip, self.store_host[1], msg.reconsume_times,
-                dispatch[6], len(body),
-            )  # fmt: skip
+            try:
+                head.pack_into(
+                    target, pos, total, shape.magic, crc, queue_id, msg.flag, q, phys, shape.sys_flag, born,
+                    shape.born_ip, shape.born_port, now, self._store_ip, self.store_host[1], msg.reconsume_times,
+                    dispatch[6], len(body),
+                )  # fmt: skip
+            except (struct.error, OverflowError):  # a field out of range: leave no half head past the end
+                target[pos : pos + head.size] = bytes(head.size)
+                raise
             p = pos + head.size
             end = p + len(body)
             target[p:end] = body
@@ -904,6 +910,10 @@ class CommitLog:
             return self._put(self._encoded(rows))
         except DiskFull as e:  # nothing was written: refused, as RocketMQ refuses a put on a full disk
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason=str(e))
+        except (struct.error, OverflowError, TypeError, ValueError):  # nothing was written
+            if msgs.__class__ is MessageBatch:
+                raise
+            return refuse_bad_fields(msgs)  # type: ignore[arg-type]
 
     # ------------------------------------------------------------------ column batch paths
     # put_messages of a uniform list or of a MessageBatch, column by column: every per-message

@@ -50,7 +50,7 @@ from rmqlab.codec.message import PHYSICAL_OFFSET_POSITION, QUEUE_OFFSET_POSITION
 from rmqlab.config import MessageStoreConfig
 from rmqlab.errors import ConfigError
 from rmqlab.events import EventBus, MemoryEvicted, MemoryPut
-from rmqlab.store.message import Message
+from rmqlab.store.message import Message, refuse_bad_fields
 from rmqlab.store.message_filter import MessageFilter
 from rmqlab.store.results import (
     AppendMessageResult,
@@ -299,7 +299,10 @@ class MemoryMessageStore:
         bad = self._check(msg)
         if bad is not None:
             return bad
-        enc = self.encoder.encode_record(msg, self.clock.now_ms())
+        try:
+            enc = self.encoder.encode_record(msg, self.clock.now_ms())
+        except (struct.error, OverflowError, TypeError, ValueError):
+            return refuse_bad_fields([msg])
         if isinstance(enc, PutMessageResult):
             return enc
         return self._put([enc])
@@ -307,7 +310,10 @@ class MemoryMessageStore:
     def put_messages(self, msgs: Sequence[Message]) -> PutMessageResult:
         """Hold a batch (one topic and queue) with consecutive queue offsets and one store time;
         all or nothing. ``msg_id`` is the comma-joined UNIQ_KEYs."""
-        encoded = self.encoder.encode_batch(msgs, self._check)
+        try:
+            encoded = self.encoder.encode_batch(msgs, self._check)
+        except (struct.error, OverflowError, TypeError, ValueError):
+            return refuse_bad_fields(msgs)
         if isinstance(encoded, PutMessageResult):
             return encoded
         return self._put(encoded)

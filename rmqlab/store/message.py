@@ -7,14 +7,19 @@ the broker's ``java.util.HashMap`` iterates it, so the bytes on disk match a rea
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from ipaddress import ip_address
+from typing import TYPE_CHECKING
 
 from rmqlab.codec import flags
 from rmqlab.codec.batch import client_properties
 from rmqlab.codec.properties import encode_broker_properties_and_map
 
-__all__ = ["Message", "build_properties", "build_properties_and_map"]
+if TYPE_CHECKING:
+    from rmqlab.store.results import PutMessageResult
+
+__all__ = ["Message", "build_properties", "build_properties_and_map", "message_field_error", "refuse_bad_fields"]
 
 
 @dataclass(slots=True)
@@ -62,6 +67,62 @@ def parse_host(host: tuple[str, int] | str) -> tuple[str, int]:
     if ip.startswith("[") and ip.endswith("]"):
         ip = ip[1:-1]
     return ip, int(port)
+
+
+_JAVA_INT = (-(2**31), 2**31 - 1)
+_JAVA_LONG = (-(2**63), 2**63 - 1)
+
+
+def message_field_error(msg: Message) -> str | None:
+    """Why ``msg`` cannot become a record, naming the field, or None when its fields are fine.
+
+    The put paths encode without looking first (that is their speed); when an encoder raises,
+    this says which field of the user's message was wrong, so the put answers MESSAGE_ILLEGAL
+    with a reason instead of a ``struct.error``. Ranges are the Java types the record stores.
+    """
+    if not isinstance(msg.topic, str):
+        return f"topic must be a str, not {type(msg.topic).__name__}"
+    if not isinstance(msg.body, bytes | bytearray | memoryview):
+        hint = " (encode text first, e.g. body=text.encode())" if isinstance(msg.body, str) else ""
+        return f"body must be bytes-like, not {type(msg.body).__name__}{hint}"
+    checks = (("queue_id", _JAVA_INT), ("flag", _JAVA_INT), ("sys_flag", _JAVA_INT), ("reconsume_times", _JAVA_INT),
+              ("delay_time_level", _JAVA_INT), ("born_timestamp", _JAVA_LONG),
+              ("prepared_transaction_offset", _JAVA_LONG))  # fmt: skip
+    for name, (lo, hi) in checks:
+        v = getattr(msg, name)
+        if v is None and name == "born_timestamp":
+            continue
+        if not isinstance(v, int):
+            return f"{name} must be an int, not {type(v).__name__}"
+        if not lo <= v <= hi:
+            return f"{name} {v} is outside the Java {'int' if hi == _JAVA_INT[1] else 'long'} range [{lo}, {hi}]"
+    for name in ("tags", "uniq_key"):
+        v = getattr(msg, name)
+        if v is not None and not isinstance(v, str):
+            return f"{name} must be a str or None, not {type(v).__name__}"
+    if not isinstance(msg.keys, str) and any(not isinstance(k, str) for k in msg.keys):
+        return "keys must be a str or a sequence of str"
+    try:
+        ip, port = parse_host(msg.born_host)
+        ip_address(ip)
+    except (TypeError, ValueError, IndexError):
+        return f"born_host {msg.born_host!r} is not 'ip:port' or (ip, port) with an IPv4 or IPv6 address"
+    if not 0 <= port <= 65535:
+        return f"born_host port {port} is outside 0-65535"
+    return None
+
+
+def refuse_bad_fields(msgs: Iterable[Message]) -> PutMessageResult:
+    """MESSAGE_ILLEGAL naming the first message field an encoder choked on. Call it only while
+    handling the encoder's error: when every field is fine it re-raises that error (then the
+    fault is rmqlab's, not the caller's, and hiding it would be a silent wrong answer)."""
+    from rmqlab.store.results import PutMessageResult, PutMessageStatus
+
+    for i, msg in enumerate(msgs):
+        why = message_field_error(msg) if isinstance(msg, Message) else f"not a Message: {type(msg).__name__}"
+        if why is not None:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason=why if i == 0 else f"message {i}: {why}")
+    raise  # the error being handled
 
 
 def build_properties(msg: Message, uniq_key: str, *, cluster: str, rocketmq_version: str) -> bytes:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from rmqlab.codec.checkpoint import Checkpoint
 from rmqlab.config import MessageStoreConfig
+from rmqlab.errors import ConfigError
 
 if TYPE_CHECKING:
     from rmqlab.inspect.snapshot import StoreSnapshot
@@ -95,6 +96,8 @@ def explain_cleanup(snap: StoreSnapshot, *, now: datetime | int | None = None, d
     if disk_ratio is None:
         physic = system_disk_usage(snap.commit_log_dir if os.path.isdir(snap.commit_log_dir) else snap.path)
         logics = system_disk_usage(os.path.join(snap.path, "consumequeue"))
+    elif not 0.0 <= disk_ratio <= 1.0:  # NaN fails too
+        raise ConfigError(f"disk_ratio must be between 0.0 and 1.0 (a share of the disk), not {disk_ratio!r}")
     else:
         physic = logics = disk_ratio
     files = [

@@ -160,6 +160,16 @@ def test_explain_cleanup(reference_store: Callable[[str], Path]) -> None:
     assert at_noon.to_delete == []
 
 
+@pytest.mark.parametrize("ratio", [1.5, -0.1, float("nan")])
+def test_explain_cleanup_refuses_a_ratio_that_is_no_share(reference_store: Callable[[str], Path],
+                                                          ratio: float) -> None:
+    from rmqlab.errors import ConfigError
+
+    # 1.5 would read as "disk full" and plan a forced cleanup of every file but the newest
+    with open_snapshot(reference_store("clean-small")) as snap, pytest.raises(ConfigError, match="disk_ratio"):
+        snap.explain_cleanup(disk_ratio=ratio)
+
+
 def test_index_layout_must_be_known(tmp_path: Path, reference_store: Callable[[str], Path]) -> None:
     import shutil
 

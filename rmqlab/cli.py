@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,8 @@ import click
 from rmqlab.errors import RmqlabError
 
 __all__ = ["main"]
+
+TABLE_ROWS = 1000  # rows a table shows without --limit: a person reads them, a script asks for JSON
 
 
 def _sample_store() -> Path:
@@ -269,7 +272,8 @@ def messages(store: Path, hash_slot_num: int | None, index_num: int | None, topi
     JSON: a list of messages (--json-lines: one per line) with keys commit_log_offset, store_size,
     topic, queue_id, queue_offset, tags, tags_code, keys, uniq_key, msg_id, flag, sys_flag,
     born_timestamp, store_timestamp, born_host, store_host, body_length, body_crc, crc_ok, file,
-    and body (text or hex) unless --body none.
+    and body (text or hex) unless --body none. JSON is written as the log is read (constant
+    memory on any store); the table shows the first 1,000 messages unless --limit is given.
 
     Example: rmqlab messages data/clean-small --topic TopicA --queue 1 --limit 5 --body text
     """
@@ -280,29 +284,48 @@ def messages(store: Path, hash_slot_num: int | None, index_num: int | None, topi
     if topic is not None:
         _check_topic(topic)
     mode = _mode(as_json, json_lines)
+    # a table is read by a person: the first TABLE_ROWS unless --limit says otherwise
+    cap = limit if limit is not None or mode != "table" else TABLE_ROWS + 1
     damage: list[Any] = []
-    rows: list[dict[str, Any]] = []
+
+    def rows(snap: Any) -> Iterator[dict[str, Any]]:
+        n = 0
+        if cap == 0:
+            return
+        for file, _off, rec in snap.iter_records(start=from_offset, damage=damage):
+            if not isinstance(rec, MessageRecord):
+                continue
+            if (topic is not None and rec.topic != topic) or (queue_id is not None and rec.queue_id != queue_id):
+                continue
+            row = message_row(rec, file)
+            if body == "text":
+                row["body"] = rec.body.decode("utf-8", errors="replace")
+                if mode == "table" and len(row["body"]) > 60:
+                    row["body"] = row["body"][:60] + "..."
+            elif body == "hex":
+                row["body"] = rec.body.hex()
+            yield row
+            n += 1
+            if cap is not None and n >= cap:
+                return
+
     with _open(store, hash_slot_num, index_num) as snap:
-        if limit != 0:
-            for file, _off, rec in snap.iter_records(start=from_offset, damage=damage):
-                if not isinstance(rec, MessageRecord):
-                    continue
-                if (topic is not None and rec.topic != topic) or (queue_id is not None and rec.queue_id != queue_id):
-                    continue
-                row = message_row(rec, file)
-                if body == "text":
-                    row["body"] = rec.body.decode("utf-8", errors="replace")
-                    if mode == "table" and len(row["body"]) > 60:
-                        row["body"] = row["body"][:60] + "..."
-                elif body == "hex":
-                    row["body"] = rec.body.hex()
-                rows.append(row)
-                if limit is not None and len(rows) >= limit:
-                    break
-    if not render.emit(rows, rows, mode):
+        # scripts get each message as it is read: a store's messages need not fit in memory
+        if mode == "json-lines":
+            render.print_json_lines(rows(snap))
+        elif mode == "json":
+            render.print_json_array(rows(snap))
+        else:
+            got = list(rows(snap))
+    if mode == "table":
+        more = limit is None and len(got) > TABLE_ROWS
+        got = got[:TABLE_ROWS] if more else got
         cols = ["commit_log_offset", "store_size", "topic", "queue_id", "queue_offset", "tags", "keys", "msg_id"]
         cols += ["body"] if body != "none" else ["body_length"]
-        render.table(f"{len(rows)} messages", cols, ([r[c] for c in cols] for r in rows))
+        render.table(f"{'first ' if more else ''}{len(got)} messages", cols, ([r[c] for c in cols] for r in got))
+        if more:
+            click.echo(f"rmqlab: showing the first {TABLE_ROWS:,} messages; --limit N shows N, --json-lines "
+                       "streams them all", err=True)
     _warn_damage(damage)
 
 

@@ -9,7 +9,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["console", "emit", "frame_rows", "frame_table", "ms_to_iso", "print_json", "print_json_lines", "table"]
+__all__ = [
+    "console", "emit", "frame_rows", "frame_table", "ms_to_iso", "print_json", "print_json_array", "print_json_lines",
+    "table",
+]
 
 console = Console(highlight=False)
 
@@ -71,6 +74,18 @@ def print_json(obj: Any) -> None:
 def print_json_lines(rows: Iterable[Any]) -> None:
     for row in rows:
         print(json.dumps(row, default=_default, ensure_ascii=False))
+
+
+def print_json_array(rows: Iterable[Any]) -> int:
+    """``print_json(list(rows))``, written row by row as ``rows`` yields them (a store's
+    messages need not fit in memory); returns how many rows were written."""
+    n = 0
+    for row in rows:
+        text = json.dumps(row, default=_default, ensure_ascii=False, indent=2).replace("\n", "\n  ")
+        print(("[\n  " if n == 0 else ",\n  ") + text, end="")
+        n += 1
+    print("\n]" if n else "[]")
+    return n
 
 
 def frame_rows(df: Any) -> list[dict[str, Any]]:

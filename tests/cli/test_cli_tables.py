@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -90,3 +91,54 @@ def test_chain_rejects_what_query_rejects(clean: str) -> None:
     r = CliRunner().invoke(main, ["index", clean, "--chain", "TopicA", ""])
     assert r.exit_code == 2
     assert "must not be empty" in r.output
+
+
+def test_json_array_is_written_as_read_and_equals_one_document(clean: str) -> None:
+    text = out("messages", clean, "--json", "--body", "text")
+    rows = json.loads(text)
+    assert len(rows) == 600
+    assert text == json.dumps(rows, ensure_ascii=False, indent=2) + "\n"  # same bytes as before streaming
+    assert out("messages", clean, "--json", "--limit", "0") == "[]\n"
+
+
+@pytest.mark.parametrize("mode", ["--json-lines", "--json"])
+def test_messages_stream_to_scripts(clean: str, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
+    # a store too big for memory: rows must leave as they are read. The walk fails after 3
+    # records here, so only a streaming command has printed them by then.
+    from rmqlab.errors import RmqlabError
+    from rmqlab.inspect.snapshot import StoreSnapshot
+
+    walk = StoreSnapshot.iter_records
+
+    def three_then_fail(self: StoreSnapshot, **kw: Any) -> Iterator[Any]:
+        for i, item in enumerate(walk(self, **kw)):
+            if i == 3:
+                raise RmqlabError("disk went away")
+            yield item
+
+    monkeypatch.setattr(StoreSnapshot, "iter_records", three_then_fail)
+    r = CliRunner().invoke(main, ["messages", clean, mode])
+    assert r.exit_code == 2
+    assert "disk went away" in r.stderr
+    assert r.stdout.count('"commit_log_offset"') == 3
+
+
+def test_a_table_shows_the_first_thousand(tmp_path: Path) -> None:
+    from rmqlab import Message, MessageStore, MessageStoreConfig
+
+    root = tmp_path / "s"
+    store = MessageStore.open(str(root), MessageStoreConfig.small(str(root)), threaded=False)
+    try:
+        for n in (*[100] * 10, 5):
+            assert store.put_messages([Message("T", b"x") for _ in range(n)]).status.name == "PUT_OK"
+        store.step()
+    finally:
+        store.shutdown()
+    r = CliRunner().invoke(main, ["messages", str(root)])
+    assert r.exit_code == 0
+    assert "first 1000 messages" in r.stdout
+    assert "showing the first 1,000 messages; --limit N shows N" in r.stderr
+    r = CliRunner().invoke(main, ["messages", str(root), "--limit", "1005"])
+    assert "1005 messages" in r.stdout
+    assert "showing the first" not in r.stderr
+    assert len(json.loads(out("messages", str(root), "--json"))) == 1005

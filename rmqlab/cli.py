@@ -340,18 +340,33 @@ def cq(store: Path, hash_slot_num: int | None, index_num: int | None, topic: str
        start: int | None, limit: int | None, as_json: bool, json_lines: bool) -> None:
     """The ConsumeQueue units of one queue (valid units; pre-blank units left out).
 
-    JSON: a list of {queue_offset, commit_log_offset, size, tags_code, file, position}.
+    JSON: a list of {queue_offset, commit_log_offset, size, tags_code, file, position}, written as
+    read; the table shows the first 1,000 units unless --limit is given.
 
     Example: rmqlab cq data/clean-small TopicA 0 --from 10 --limit 5
     """
-    from rmqlab import render
 
     mode = _mode(as_json, json_lines)
     with _open(store, hash_slot_num, index_num) as snap:
         df = snap.consume_queue(topic, queue_id, start, limit)
-    rows = render.frame_rows(df)
-    if not render.emit(rows, rows, mode):
-        render.frame_table(f"{topic}/{queue_id}: {len(df)} units", df)
+    _emit_frame(df, mode, f"{topic}/{queue_id}: {len(df)} units", "units", capped=limit is None)
+
+
+def _emit_frame(df: Any, mode: str, title: str, what: str, *, capped: bool = True) -> None:
+    """A frame as streamed JSON / JSON lines, or a table of its first TABLE_ROWS rows
+    (``capped``: the user gave no limit of their own) with a note on stderr saying so."""
+    from rmqlab import render
+
+    if mode == "json-lines":
+        render.print_json_lines(render.iter_frame_rows(df))
+    elif mode == "json":
+        render.print_json_array(render.iter_frame_rows(df))
+    elif capped and len(df) > TABLE_ROWS:
+        render.frame_table(f"{title} (the first {TABLE_ROWS:,})", df.iloc[:TABLE_ROWS])
+        click.echo(f"rmqlab: showing the first {TABLE_ROWS:,} of {len(df):,} {what}; --json or --json-lines "
+                   "has them all", err=True)
+    else:
+        render.frame_table(title, df)
 
 
 @main.command()
@@ -496,13 +511,14 @@ def index(store: Path, hash_slot_num: int | None, index_num: int | None, file: s
             df = snap.index_slots(file)
         else:
             df = snap.index_files()
+    if file and not chain:
+        _emit_frame(df, mode, f"Used slots of {file}: {len(df):,}", "used slots")
+        return
     rows = render.frame_rows(df)
     if render.emit(rows, rows, mode):
         return
     if chain:
         _chain_table(f"Chain of {chain[0]}#{chain[1]} (newest file first)", rows)
-    elif file:
-        render.frame_table(f"Used slots of {file}", df)
     else:
         _index_files_table(rows)
 

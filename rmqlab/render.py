@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 __all__ = [
-    "console", "emit", "frame_rows", "frame_table", "ms_to_iso", "print_json", "print_json_array", "print_json_lines",
-    "table",
+    "console", "emit", "frame_rows", "frame_table", "iter_frame_rows", "ms_to_iso", "print_json", "print_json_array",
+    "print_json_lines", "table",
 ]
 
 console = Console(highlight=False)
@@ -90,10 +90,15 @@ def print_json_array(rows: Iterable[Any]) -> int:
 
 def frame_rows(df: Any) -> list[dict[str, Any]]:
     """DataFrame -> JSON-friendly dicts (NaN/NA -> None, numpy scalars -> Python)."""
-    out = []
-    for rec in df.to_dict(orient="records"):
-        out.append({k: _plain(v) for k, v in rec.items()})
-    return out
+    return list(iter_frame_rows(df))
+
+
+def iter_frame_rows(df: Any, chunk: int = 8192) -> Iterator[dict[str, Any]]:
+    """:func:`frame_rows` a chunk at a time: a queue of millions of units never becomes
+    millions of dicts at once."""
+    for start in range(0, len(df), chunk):
+        for rec in df.iloc[start : start + chunk].to_dict(orient="records"):
+            yield {k: _plain(v) for k, v in rec.items()}
 
 
 def _plain(v: Any) -> Any:

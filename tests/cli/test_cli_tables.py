@@ -123,10 +123,12 @@ def test_messages_stream_to_scripts(clean: str, monkeypatch: pytest.MonkeyPatch,
     assert r.stdout.count('"commit_log_offset"') == 3
 
 
-def test_a_table_shows_the_first_thousand(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def thousand(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """1,005 messages in T/0: more than a table shows."""
     from rmqlab import Message, MessageStore, MessageStoreConfig
 
-    root = tmp_path / "s"
+    root = tmp_path_factory.mktemp("thousand") / "s"
     store = MessageStore.open(str(root), MessageStoreConfig.small(str(root)), threaded=False)
     try:
         for n in (*[100] * 10, 5):
@@ -134,11 +136,43 @@ def test_a_table_shows_the_first_thousand(tmp_path: Path) -> None:
         store.step()
     finally:
         store.shutdown()
-    r = CliRunner().invoke(main, ["messages", str(root)])
+    return str(root)
+
+
+def test_a_table_shows_the_first_thousand(thousand: str) -> None:
+    r = CliRunner().invoke(main, ["messages", thousand])
     assert r.exit_code == 0
     assert "first 1000 messages" in r.stdout
     assert "showing the first 1,000 messages; --limit N shows N" in r.stderr
-    r = CliRunner().invoke(main, ["messages", str(root), "--limit", "1005"])
+    r = CliRunner().invoke(main, ["messages", thousand, "--limit", "1005"])
     assert "1005 messages" in r.stdout
     assert "showing the first" not in r.stderr
-    assert len(json.loads(out("messages", str(root), "--json"))) == 1005
+    assert len(json.loads(out("messages", thousand, "--json"))) == 1005
+
+
+def test_cq_table_shows_the_first_thousand_and_json_has_all(thousand: str) -> None:
+    r = CliRunner().invoke(main, ["cq", thousand, "T", "0"])
+    assert r.exit_code == 0
+    assert "T/0: 1005 units (the first 1,000)" in r.stdout
+    assert "showing the first 1,000 of 1,005 units; --json or --json-lines has them all" in r.stderr
+    first = [line.split()[1] for line in r.stdout.splitlines() if line.startswith("│ ") and line.split()[1].isdigit()]
+    assert first[-1] == "999"
+    r = CliRunner().invoke(main, ["cq", thousand, "T", "0", "--limit", "1005"])
+    assert "\n│ 1004 " in r.stdout
+    assert "showing the first" not in r.stderr
+    text = out("cq", thousand, "T", "0", "--json")
+    units = json.loads(text)
+    assert [u["queue_offset"] for u in units] == list(range(1005))
+    assert text == json.dumps(units, ensure_ascii=False, indent=2) + "\n"
+    lines = out("cq", thousand, "T", "0", "--json-lines").splitlines()
+    assert [json.loads(line) for line in lines] == units
+
+
+def test_iter_frame_rows_is_frame_rows_in_chunks() -> None:
+    import numpy as np
+    import pandas as pd
+
+    df = pd.DataFrame({"a": np.arange(10, dtype=np.int64), "b": [None, 1.5] * 5, "c": list("abcdefghij")})
+    assert list(render.iter_frame_rows(df, chunk=3)) == render.frame_rows(df)
+    assert render.frame_rows(df)[0] == {"a": 0, "b": None, "c": "a"}
+    assert type(render.frame_rows(df)[1]["a"]) is int

@@ -12,6 +12,7 @@ __all__ = [
     "DiskFull",
     "InvalidTopic",
     "MappedFileError",
+    "NotAMessage",
     "NotAStore",
     "ReadOnlyStore",
     "RmqlabError",
@@ -60,6 +61,19 @@ class TruncatedRecord(CorruptRecord):
 
     def _init_copy(self, file: str, offset: int, reason: str, detail: str) -> CorruptRecord:
         TruncatedRecord.__init__(self, file, offset, detail)
+        return self
+
+
+class NotAMessage(CorruptRecord, TypeError):
+    """A message was expected where the bytes hold a blank record or end of data (zeros): a
+    consume queue unit or an offset pointing where no message starts. Also a ``TypeError``, what
+    rmqlab raised here before it named the place."""
+
+    def __init__(self, file: str | None, offset: int, detail: str = "") -> None:
+        super().__init__(file, offset, "not_a_message", detail)
+
+    def _init_copy(self, file: str, offset: int, reason: str, detail: str) -> CorruptRecord:
+        NotAMessage.__init__(self, file, offset, detail)
         return self
 
 

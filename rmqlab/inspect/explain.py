@@ -47,7 +47,7 @@ def explain_recovery(snap: StoreSnapshot, *, config: MessageStoreConfig | None =
     index timestamp) are listed in ``plan.notes``.
     """
     from rmqlab.store.consume_queue_store import ConsumeQueueStore
-    from rmqlab.store.recovery import CommitLogFileView, plan_recovery
+    from rmqlab.store.recovery import CommitLogFileView, index_end_past_log, note_units_past_log, plan_recovery
 
     changes = {"rocketmq_version": rocketmq_version} if rocketmq_version else {}
     cfg = snapshot_config(snap, config, **changes)
@@ -56,18 +56,25 @@ def explain_recovery(snap: StoreSnapshot, *, config: MessageStoreConfig | None =
     try:
         cqs.load()
         cq_max = cqs.recover()
+        checkpoint = snap.checkpoint_values() or Checkpoint()
+        views = [CommitLogFileView(mf.name, mf.file_from_offset, mf.buffer) for mf in snap.commit_log_files]
+        plan = plan_recovery(views, cfg.mapped_file_size_commit_log, last_exit_ok=not snap.abort_present,
+                             max_phy_offset_of_consume_queue=cq_max, checkpoint=checkpoint, config=cfg)
+        if plan.truncate_consume_queues:  # what MessageStore._apply_recovery adds
+            note_units_past_log(plan, cqs.units_past_log(plan.process_offset))
     finally:
         cqs.shutdown()
-    checkpoint = snap.checkpoint_values() or Checkpoint()
-    views = [CommitLogFileView(mf.name, mf.file_from_offset, mf.buffer) for mf in snap.commit_log_files]
-    plan = plan_recovery(views, cfg.mapped_file_size_commit_log, last_exit_ok=not snap.abort_present,
-                         max_phy_offset_of_consume_queue=cq_max, checkpoint=checkpoint, config=cfg)
-    if snap.abort_present and not snap.index_error:
+    if not snap.index_error:
+        kept = []
         for f in snap.index_files_opened():
-            if f.end_timestamp > checkpoint.index_msg_timestamp:
+            if snap.abort_present and f.end_timestamp > checkpoint.index_msg_timestamp:
                 plan.notes.append(
                     f"index file {f.name} will be destroyed at load: end_timestamp {f.end_timestamp} > checkpoint "
                     f"index_msg_timestamp {checkpoint.index_msg_timestamp} (rebuilt by re-dispatch)")
+            else:
+                kept.append(f)
+        if kept:
+            index_end_past_log(plan, kept[-1].name, kept[-1].end_phy_offset)
     return plan
 
 

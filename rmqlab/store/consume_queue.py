@@ -56,6 +56,8 @@ __all__ = [
     "ConsumeQueue",
     "OrderWarning",
     "PickupStoreTimestamp",
+    "truncation_point",
+    "unit_past_log_note",
 ]
 
 log = logging.getLogger(__name__)
@@ -103,6 +105,45 @@ def _java_div(a: int, b: int) -> int:
 def _java_long(x: int) -> int:
     """Wrap to a signed 64-bit value, as Java ``long`` arithmetic does."""
     return ((x + (1 << 63)) & ((1 << 64) - 1)) - (1 << 63)
+
+
+def truncation_point(offsets: np.ndarray, sizes: np.ndarray, phy_offset: int) -> tuple[int, int | None]:
+    """How many units of a last CQ file truncation keeps (0: the file goes), and the index of
+    the unit it stops at for ending past ``phy_offset`` (None when RocketMQ's rules stop it).
+
+    RocketMQ keeps units while ``offset < phy_offset`` (and, past unit 0, ``offset >= 0`` and
+    ``size > 0``). A unit starting below the log's end whose record ends past it can only be
+    garbage: recovery cuts the log between records. Kept, its end becomes the queue's max
+    physical offset, and dispatch would start there, past the log's end: no message written
+    afterwards would reach a consume queue or the index until the log grew past it. rmqlab
+    cuts at such a unit (pre-blank units ``(0, 0x7FFFFFFF)`` excepted).
+    """
+    if not len(offsets):  # a file cut short of one unit (only a read-only look can meet one)
+        return 0, None
+    offsets = offsets.astype(np.int64, copy=False)
+    ends = offsets + sizes.astype(np.int64)
+    past = (offsets < phy_offset) & (ends > phy_offset) & ~((offsets == 0) & (sizes == 0x7FFFFFFF))
+    if int(offsets[0]) >= phy_offset:
+        return 0, None
+    if past[0]:
+        return 0, 0
+    # units 1.. (vectorised: a file holds up to 300,000 units)
+    stop = (offsets[1:] < 0) | (sizes[1:] <= 0) | (offsets[1:] >= phy_offset) | past[1:]
+    hits = np.flatnonzero(stop)
+    if not hits.size:
+        return len(offsets), None
+    kept = 1 + int(hits[0])
+    return kept, kept if past[kept] else None
+
+
+def unit_past_log_note(queue: str, file: str, i: int, offset: int, size: int, phy_offset: int,
+                       version: str = "4.9.8/5.3.3") -> str:
+    """Why a unit ending past the log is cut, and what RocketMQ would do with it."""
+    return (f"{queue}: unit {i} of consumequeue file {file} (byte {i * _UNIT}) points at {offset} with size "
+            f"{size}, ending at {offset + size}, past the log's end {phy_offset}: garbage, truncated there "
+            f"(RocketMQ {version} keeps it, takes {offset + size} as the queue's max physical offset and starts "
+            f"dispatch there, so no message written afterwards reaches a consume queue or the index until the "
+            f"log grows past it)")
 
 
 class ConsumeQueue:
@@ -725,7 +766,7 @@ class ConsumeQueue:
 
     # --- truncate / delete -------------------------------------------------------------------
 
-    def truncate_dirty_logic_files(self, phy_offset: int) -> None:
+    def truncate_dirty_logic_files(self, phy_offset: int) -> list[RecoveryStep]:
         """Drop units pointing at or past ``phy_offset`` (the CommitLog's new end), spec §3.6.
 
         Works backwards from the last file: a last file whose first unit points at or past
@@ -733,10 +774,15 @@ class ConsumeQueue:
         are set just past its last kept unit. Unit 0 of a file is kept without the ``size > 0``
         test (RocketMQ 4.9.8/5.3.3). ``max_physic_offset`` ends at the last kept unit's end, or
         ``phy_offset`` when nothing was kept. Bytes are not zeroed.
+
+        Beyond RocketMQ (:func:`truncation_point`): a unit whose record would end past
+        ``phy_offset`` is dirty too. Returns a step for each such cut, saying what RocketMQ
+        would have done instead.
         """
         self._check_writable("truncate")
         mfq = self.mapped_file_queue
         self.max_physic_offset = phy_offset
+        cuts: list[RecoveryStep] = []
         while True:
             mf = mfq.get_last_mapped_file()
             if mf is None:
@@ -745,7 +791,11 @@ class ConsumeQueue:
             units = units_view(mf.buffer[: self.mapped_file_size])
             offsets = units["commit_log_offset"]
             sizes = units["size"]
-            if int(offsets[0]) >= phy_offset:
+            kept, past_end = truncation_point(offsets, sizes, phy_offset)
+            if past_end is not None:
+                cuts.append(self._past_end_step(mf, past_end, int(offsets[past_end]), int(sizes[past_end]),
+                                                phy_offset))
+            if kept == 0:
                 if self.bus is not None and self.bus.active:
                     self.bus.publish(RecoveryStep(
                         "consume_queue", mf.file_name, mf.file_from_offset, "delete",
@@ -753,11 +803,6 @@ class ConsumeQueue:
                     ))
                 mfq.delete_last_mapped_file()
                 continue
-            # Units 1.. are kept while valid and below phy_offset (vectorised; a file holds up
-            # to 300,000 units).
-            stop = (offsets[1:] < 0) | (sizes[1:] <= 0) | (offsets[1:] >= phy_offset)
-            hits = np.flatnonzero(stop)
-            kept = 1 + (int(hits[0]) if hits.size else len(units) - 1)
             self._set_positions(mf, kept * _UNIT)
             self.max_physic_offset = int(offsets[kept - 1]) + int(sizes[kept - 1])
             if self.bus is not None and self.bus.active:
@@ -766,6 +811,27 @@ class ConsumeQueue:
                     "truncate", f"{self.name}: units below {phy_offset} kept",
                 ))
             break
+        return cuts  # published with the recovery plan's steps
+
+    def units_past_log(self, phy_offset: int) -> list[RecoveryStep]:
+        """The steps :meth:`truncate_dirty_logic_files` would report, changing nothing (the
+        ``recover --dry-run`` plan)."""
+        cuts: list[RecoveryStep] = []
+        for mf in reversed(self.mapped_file_queue.mapped_files):
+            units = units_view(mf.buffer[: self.mapped_file_size])
+            kept, past_end = truncation_point(units["commit_log_offset"], units["size"], phy_offset)
+            if past_end is not None:
+                cuts.append(self._past_end_step(mf, past_end, int(units["commit_log_offset"][past_end]),
+                                                int(units["size"][past_end]), phy_offset))
+            if kept:
+                break
+        return cuts
+
+    def _past_end_step(self, mf: MappedFile, i: int, offset: int, size: int, phy_offset: int) -> RecoveryStep:
+        return RecoveryStep(
+            "consume_queue", mf.file_name, i * _UNIT, "truncate at a unit ending past the log",
+            unit_past_log_note(self.name, mf.name, i, offset, size, phy_offset),
+        )
 
     @staticmethod
     def _set_positions(mf: MappedFile, pos: int) -> None:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 
 from rmqlab.errors import InvalidTopic
-from rmqlab.events import EventBus
+from rmqlab.events import EventBus, RecoveryStep
 from rmqlab.files.mapped_file_queue import LoadError
 from rmqlab.store.consume_queue import ConsumeQueue
 
@@ -198,10 +198,20 @@ class ConsumeQueueStore:
 
     # --- truncate / clean --------------------------------------------------------------------
 
-    def truncate_dirty_logic_files(self, phy_offset: int) -> None:
-        """``truncate_dirty_logic_files(phy_offset)`` on every queue (CommitLog ends there)."""
+    def truncate_dirty_logic_files(self, phy_offset: int) -> list[RecoveryStep]:
+        """``truncate_dirty_logic_files(phy_offset)`` on every queue (CommitLog ends there);
+        returns the steps of units cut for ending past the log (rmqlab beyond RocketMQ)."""
+        cuts: list[RecoveryStep] = []
         for _, _, cq in self.all_queues():
-            cq.truncate_dirty_logic_files(phy_offset)
+            cuts += cq.truncate_dirty_logic_files(phy_offset)
+        return cuts
+
+    def units_past_log(self, phy_offset: int) -> list[RecoveryStep]:
+        """What :meth:`truncate_dirty_logic_files` would report, changing nothing."""
+        cuts: list[RecoveryStep] = []
+        for _, _, cq in self.all_queues():
+            cuts += cq.units_past_log(phy_offset)
+        return cuts
 
     def correct_min_offsets(self, min_phy: int) -> None:
         for _, _, cq in self.all_queues():

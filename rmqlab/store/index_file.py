@@ -557,6 +557,15 @@ class IndexFile:
         finally:
             self._mapped.release()
 
+    def cut_end_phy_offset(self, phy_offset: int) -> None:
+        """Lower ``end_phy_offset`` to where recovery cut the CommitLog (rmqlab, not RocketMQ).
+
+        The end is what dispatch compares a record's offset with to skip records already
+        indexed; left past the log's end, every message written up to it would be skipped."""
+        self._end_phy_offset = phy_offset
+        if not self.read_only:
+            _HEADER.pack_into(self._buf, 0, *self.header_values())
+
     def header_values(self) -> tuple[int, int, int, int, int, int]:
         return (
             self._begin_timestamp, self._end_timestamp, self._begin_phy_offset,

@@ -28,13 +28,19 @@ import numpy as np
 from rmqlab import faults
 from rmqlab.clock import Clock, SystemClock
 from rmqlab.codec.batch import MessageBatch
-from rmqlab.codec.flags import BORNHOST_V6_FLAG, SCHEDULE_TOPIC
-from rmqlab.codec.message import MessageRecord, decode_message
+from rmqlab.codec.flags import (
+    BLANK_MAGIC_CODE,
+    BORNHOST_V6_FLAG,
+    MESSAGE_MAGIC_CODE_V1,
+    MESSAGE_MAGIC_CODE_V2,
+    SCHEDULE_TOPIC,
+)
+from rmqlab.codec.message import PHYSICAL_OFFSET_POSITION, MessageRecord, decode_message
 from rmqlab.codec.names import is_lmq_topic, is_system_topic
 from rmqlab.codec.walk import check_message_and_return_size
 from rmqlab.config import MessageStoreConfig
 from rmqlab.errors import DiskFull, InvalidTopic, NotAStore, RmqlabError
-from rmqlab.events import EventBus
+from rmqlab.events import EventBus, RecoveryStep
 from rmqlab.faults import crash_point
 from rmqlab.files.allocate_mapped_file_service import AllocateMappedFileService
 from rmqlab.files.fs import DiskUsageProbe, FileLock
@@ -61,7 +67,13 @@ from rmqlab.store.memory_store import MemoryMessageStore
 from rmqlab.store.message import Message
 from rmqlab.store.message_filter import MessageFilter
 from rmqlab.store.prefault import CommitLogPrefaultService
-from rmqlab.store.recovery import CommitLogFileView, RecoveryPlan, plan_recovery
+from rmqlab.store.recovery import (
+    CommitLogFileView,
+    RecoveryPlan,
+    index_end_past_log,
+    note_units_past_log,
+    plan_recovery,
+)
 from rmqlab.store.results import (
     GetMessageResult,
     GetMessageStatus,
@@ -92,6 +104,9 @@ _CQ_UNIT_STRUCT = struct.Struct(">qiq")  # commit log offset, size, tags code
 _new_object = object.__new__  # StoredMessage built slot by slot in _scan (no __init__ call per message)
 _INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")
+_PHYS = _LONG  # a record's PHYSICALOFFSET field
+_SIZE_MAGIC = struct.Struct(">ii")  # TOTALSIZE, MAGICCODE
+_HEAD_CHECK = PHYSICAL_OFFSET_POSITION + 8
 
 
 def _total_physical_memory() -> int:
@@ -375,7 +390,7 @@ class MessageStore:
         min_offset = self.commit_log.get_min_offset()
         if reput_from < min_offset:
             reput_from = min_offset
-        self.reput.reput_from_offset = max(0, reput_from)
+        self.reput.reput_from_offset = self._reput_start(max(0, reput_from))
         while self.reput.dispatch_behind_bytes() > 0 and self.reput.run_once() > 0:
             pass
         self._recover_topic_queue_table()
@@ -384,6 +399,47 @@ class MessageStore:
         self.runner.start(self.services())
         self.abort_file.create()
         self.started = True
+
+    def _reput_start(self, offset: int) -> int:
+        """Where dispatch starts: ``offset`` (the consume queues' max physical offset), or the
+        start of the record it falls inside (rmqlab, not RocketMQ).
+
+        A damaged consume queue unit can end off a record boundary; RocketMQ's reput then
+        reads no record there and stalls for good, so no message written afterwards reaches a
+        consume queue or the index. Dispatching that record again is harmless (duplicates are
+        skipped). The recovery plan says so.
+        """
+        mfq = self.commit_log.mapped_file_queue
+        mf = mfq.find_mapped_file_by_offset(offset) if offset < mfq.get_max_offset() else None
+        if mf is None:
+            return offset
+        buf, base, end = mf.buffer, mf.file_from_offset, mf.wrote_position
+        pos = offset - base
+        if pos + _HEAD_CHECK <= end and _PHYS.unpack_from(buf, pos + PHYSICAL_OFFSET_POSITION)[0] == offset:
+            return offset  # the common case: a record says it starts here
+        p = 0
+        while p < pos and p + 8 <= end:
+            size, magic = _SIZE_MAGIC.unpack_from(buf, p)
+            if magic == BLANK_MAGIC_CODE or size <= 0 or (magic != MESSAGE_MAGIC_CODE_V1
+                                                          and magic != MESSAGE_MAGIC_CODE_V2):
+                break
+            if p + size > pos:
+                break
+            p += size
+        if p == pos or p + 8 > end:
+            return offset
+        start = base + p
+        plan = self.recovery_plan
+        if plan is not None:
+            reason = (f"dispatch would start at {offset}, the consume queues' max physical offset, inside the "
+                      f"record at {start} (a damaged consume queue unit ends off a record boundary): it starts at "
+                      f"{start} instead (RocketMQ {plan.rocketmq_version} starts at {offset}, reads no record there "
+                      f"and stalls: no message written afterwards reaches a consume queue or the index)")
+            plan.step("dispatch", mf.name, offset, f"start dispatch at {start}", reason)
+            plan.notes.append(reason)
+            if self.bus.active:
+                self.bus.publish(plan.steps[-1])
+        return start
 
     def step(self, *, flush: bool = True) -> dict[str, Any]:
         """Run every service once (stepped mode), in order; returns what each did.
@@ -552,6 +608,9 @@ class MessageStore:
             config=self.config,
         )
         self._apply_recovery(plan)
+        last = self.index_service.index_files[-1:] if not self.index_service.read_only else []
+        if last and index_end_past_log(plan, last[0].name, last[0].end_phy_offset):
+            last[0].cut_end_phy_offset(plan.process_offset)
         if self.bus.active:
             for step in plan.steps:
                 self.bus.publish(step)
@@ -576,15 +635,17 @@ class MessageStore:
                                  plan.dispatch_above, quirk_no_delay=False, walked=walked)
         mfq.flushed_where = plan.process_offset
         mfq.committed_where = plan.process_offset
+        cuts: list[RecoveryStep] = []
         if self.config.is_v4:
             mfq.truncate_dirty_files(plan.process_offset)
             if plan.truncate_consume_queues:
-                self.consume_queue_store.truncate_dirty_logic_files(plan.process_offset)
+                cuts = self.consume_queue_store.truncate_dirty_logic_files(plan.process_offset)
         else:
             if plan.truncate_consume_queues:
-                self.consume_queue_store.truncate_dirty_logic_files(plan.process_offset)
+                cuts = self.consume_queue_store.truncate_dirty_logic_files(plan.process_offset)
             mfq.truncate_dirty_files(plan.process_offset)
             self.commit_log.confirm_offset = plan.last_valid_offset
+        note_units_past_log(plan, cuts)  # what RocketMQ does not do: say so in the report
 
     def _dispatch_range(self, start: int, end: int, above: int, *, quirk_no_delay: bool,
                         walked: FastChecker | None = None) -> None:

@@ -161,6 +161,35 @@ def _normal_start(files: Sequence[CommitLogFileView], cq_max: int, plan: Recover
     return 0
 
 
+def index_end_past_log(plan: RecoveryPlan, name: str, end_phy_offset: int) -> bool:
+    """Note on ``plan`` that the last index file ``name`` ends past the recovered log, and that
+    its end is cut back to it (True), or nothing when it does not (False).
+
+    RocketMQ's ``IndexService.buildIndex`` skips a record below the last file's
+    ``endPhyOffset`` as already indexed; after recovery truncates the CommitLog below that end
+    (damage, a lost tail), the messages written next land below it and stay out of the index
+    until the log passes it. rmqlab cuts the end back to the new log end instead.
+    """
+    end = plan.process_offset
+    if plan.mode == "empty" or end_phy_offset <= end:
+        return False
+    reason = (f"index file {name} ends at phy offset {end_phy_offset}, past the recovered log end {end}: its "
+              f"end is cut back to {end} so messages written from there on are indexed (RocketMQ "
+              f"{plan.rocketmq_version} keeps {end_phy_offset} and leaves every message below it out of the index)")
+    plan.step("index", name, end_phy_offset, f"cut end_phy_offset to {end}", reason)
+    plan.notes.append(reason)
+    return True
+
+
+def note_units_past_log(plan: RecoveryPlan, cuts: Sequence[RecoveryStep]) -> None:
+    """Add the consume queue units cut for ending past the log (``ConsumeQueue.
+    truncate_dirty_logic_files``) to ``plan``'s steps and notes, naming its RocketMQ version."""
+    for step in cuts:
+        reason = step.reason.replace("4.9.8/5.3.3", plan.rocketmq_version)
+        plan.step(step.phase, step.file, step.offset, step.decision, reason)
+        plan.notes.append(reason)
+
+
 def plan_recovery(
     files: Sequence[CommitLogFileView],
     file_size: int,

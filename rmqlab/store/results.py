@@ -17,6 +17,7 @@ from rmqlab.codec.flags import MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2
 from rmqlab.codec.message import (
     _UNPARSED,
     _V6_HOSTS,
+    BlankRecord,
     MessageRecord,
     _decode,
     _host4,
@@ -24,7 +25,7 @@ from rmqlab.codec.message import (
     _RecordBuilder,
     _unpack_v4v4_raw_hosts,
 )
-from rmqlab.errors import CorruptRecord
+from rmqlab.errors import CorruptRecord, NotAMessage
 
 if TYPE_CHECKING:
     from rmqlab.files.mapped_file import MappedFile, SelectMappedBufferResult
@@ -223,7 +224,9 @@ class StoredMessage:
             except CorruptRecord as e:
                 raise self._located(e) from None
             if type(rec) is not MessageRecord:
-                raise TypeError(f"no message at commit log offset {self.commit_log_offset}")
+                what = "a blank record (a file's end)" if type(rec) is BlankRecord else "end of data (zeros)"
+                raise self._located(NotAMessage(None, 0, f"no message at commit log offset {self.commit_log_offset}: "
+                                                         f"{what}"))
             self._record = rec
         return rec
 

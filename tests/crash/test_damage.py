@@ -290,3 +290,109 @@ def test_a_get_of_a_record_damaged_after_recovery_names_its_file_and_position(tm
     assert info.value.file == str(path)
     assert info.value.offset == pos
     assert f"{path} at offset {pos}" in str(info.value)
+
+
+def test_messages_written_after_a_cut_below_the_index_end_are_indexed(tmp_path: Path) -> None:
+    # Recovery cuts the log below the last index file's end_phy_offset. RocketMQ's buildIndex
+    # skips every record below that end as "already indexed", so the next messages would never
+    # be found by key; rmqlab cuts the end back and says so, in the dry run too.
+    from rmqlab.inspect.snapshot import open_snapshot
+
+    config, acks = _write(tmp_path)
+    victim = acks[-20]
+    path, pos = _cl_file(tmp_path, victim.offset)
+    damage.overwrite_tail_with_garbage(path, pos, seed=3)  # a clean exit: normal recovery cuts it
+    with open_snapshot(str(tmp_path)) as snap:
+        dry = snap.explain_recovery()
+        old_end = snap.index_files()["end_phy_offset"].iloc[-1]
+    assert dry.process_offset == victim.offset < old_end
+    store = MessageStore.open(str(tmp_path), config, clock=ManualClock(1_790_000_100_000), threaded=False)
+    try:
+        plan = store.recovery_plan
+        steps = [s for s in plan.steps if s.phase == "index"]
+        assert [(s.offset, s.decision) for s in steps] == [(old_end, f"cut end_phy_offset to {victim.offset}")]
+        assert "leaves every message below it out of the index" in steps[0].reason
+        assert [n for n in dry.notes if "past the recovered log end" in n] == [steps[0].reason]
+        assert store.index_service.index_files[-1].end_phy_offset == victim.offset
+        r = store.put_message(Message("CutTopic", b"after the cut", keys="after-cut"))
+        assert r.ok
+        assert r.append_result.wrote_offset == victim.offset
+        store.step()
+        found = store.query_message("CutTopic", "after-cut", 32, 0, 2**62)
+        assert [m.commit_log_offset for m in found.messages] == [victim.offset]
+    finally:
+        store.shutdown()
+    store = MessageStore.open(str(tmp_path), config, clock=ManualClock(1_790_000_200_000), threaded=False)
+    try:
+        assert not [s for s in store.recovery_plan.steps if s.phase == "index"]  # the end now fits the log
+        assert len(store.query_message("CutTopic", "after-cut", 32, 0, 2**62).messages) == 1
+    finally:
+        store.shutdown()
+
+
+def _last_unit(root: Path, topic: str, queue_id: int) -> tuple[Path, int]:
+    """The last consume queue file of a queue and the byte position of its last unit."""
+    qdir = root / "consumequeue" / topic / str(queue_id)
+    last = sorted(qdir.iterdir())[-1]
+    data = last.read_bytes()
+    n = 0
+    while n * 20 + 20 <= len(data) and data[n * 20 + 8: n * 20 + 12] != b"\0\0\0\0":
+        n += 1
+    return last, (n - 1) * 20
+
+
+def _put_and_find(store: MessageStore, topic: str, queue_id: int, key: str) -> None:
+    r = store.put_message(Message(topic, b"written after the damage", keys=key, queue_id=queue_id))
+    assert r.ok
+    store.step()
+    found = store.query_message(topic, key, 32, 0, 2**62)
+    assert [m.commit_log_offset for m in found.messages] == [r.append_result.wrote_offset]
+    with store.get_message("g", topic, queue_id, r.queue_offset, 1) as got:
+        assert [m.commit_log_offset for m in got.messages] == [r.append_result.wrote_offset]
+
+
+def test_a_unit_with_a_torn_size_does_not_stall_dispatch(tmp_path: Path) -> None:
+    # The last unit of a consume queue gets a garbage size: its "end" is 490 MB past the log.
+    # RocketMQ keeps it, starts dispatch there and never dispatches another message; rmqlab
+    # cuts the queue at that unit and says so, in the dry run too.
+    from rmqlab.inspect.snapshot import open_snapshot
+
+    config, acks = _write(tmp_path)
+    last = next(a for a in reversed(acks) if a.topic == "CrashTopic1")
+    cq, pos = _last_unit(tmp_path, last.topic, last.queue_id)
+    damage.set_bytes(cq, pos + 8, (490_000_000).to_bytes(4, "big"))
+    with open_snapshot(str(tmp_path)) as snap:
+        dry = snap.explain_recovery()
+    store = MessageStore.open(str(tmp_path), config, clock=ManualClock(1_790_000_100_000), threaded=False)
+    try:
+        plan = store.recovery_plan
+        cut = [s for s in plan.steps if s.decision == "truncate at a unit ending past the log"]
+        assert len(cut) == 1
+        assert f"points at {last.offset} with size 490000000" in cut[0].reason
+        assert "RocketMQ 4.9.8 keeps it" in cut[0].reason
+        assert [n for n in dry.notes if "past the log's end" in n] == [cut[0].reason]
+        assert store.reput.reput_from_offset <= store.get_max_phy_offset()
+        assert store.get_max_offset_in_queue(last.topic, last.queue_id) == last.queue_offset  # the unit is gone
+        _put_and_find(store, "CrashTopic0", 0, "after-torn-size")
+    finally:
+        store.shutdown()
+
+
+def test_a_unit_ending_inside_a_record_does_not_stall_dispatch(tmp_path: Path) -> None:
+    # The newest unit of all queues is damaged to end 10 bytes into its record: dispatch would
+    # start off a record boundary, where RocketMQ reads no record and stalls for good.
+    config, acks = _write(tmp_path)
+    last = acks[-1]
+    cq, pos = _last_unit(tmp_path, last.topic, last.queue_id)
+    damage.set_bytes(cq, pos + 8, (10).to_bytes(4, "big"))  # size 10: ends inside the record
+    store = MessageStore.open(str(tmp_path), config, clock=ManualClock(1_790_000_100_000), threaded=False)
+    try:
+        plan = store.recovery_plan
+        steps = [s for s in plan.steps if s.phase == "dispatch"]
+        assert [(s.offset, s.decision) for s in steps] == [(last.offset + 10, f"start dispatch at {last.offset}")]
+        assert "RocketMQ 4.9.8 starts at" in steps[0].reason
+        assert steps[0].reason in plan.notes
+        assert store.reput.reput_from_offset == store.get_max_phy_offset()
+        _put_and_find(store, "CrashTopic2", 1, "after-short-unit")
+    finally:
+        store.shutdown()

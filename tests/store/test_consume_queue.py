@@ -282,7 +282,9 @@ def test_truncate_dirty_logic_files_against_model(tmp_path_factory, n, gaps, cut
     phys = list(np.cumsum(gaps[:n]).tolist())
     fill(cq, phys, size=7)
     cq.truncate_dirty_logic_files(cut)
-    kept = [p for p in phys if p < cut]  # phys increase, so this is a prefix
+    # RocketMQ keeps units with p < cut; rmqlab also drops one whose record would end past the
+    # cut (recovery cuts between records, so such a unit is garbage). Ends increase: a prefix.
+    kept = [p for p in phys if p + 7 <= cut]
     k = len(kept)
     assert cq.get_max_offset_in_queue() == k
     assert cq.max_physic_offset == (kept[-1] + 7 if kept else cut)
@@ -317,6 +319,43 @@ def test_truncate_stops_at_an_invalid_unit_after_unit_zero(tmp_path):
     cq.truncate_dirty_logic_files(10_000)
     assert cq.get_max_offset_in_queue() == 3
     assert cq.max_physic_offset == 300
+
+
+@pytest.mark.parametrize(
+    ("units", "cut", "expected"),
+    [
+        ([(0, 100), (100, 100), (200, 100)], 300, (3, None)),  # all below the end
+        ([(0, 100), (100, 100), (200, 100)], 200, (2, None)),  # RocketMQ's rule: offset >= cut
+        ([(0, 100), (100, 490_000_000), (200, 100)], 300, (1, 1)),  # garbage size: cut there
+        ([(0, 100), (150, 100), (250, 100)], 200, (1, 1)),  # straddles the end: garbage
+        ([(0, 400)], 300, (0, 0)),  # unit 0 itself: the file goes, as when it points past the end
+        ([(0, 0x7FFFFFFF), (0, 0x7FFFFFFF), (100, 50)], 150, (3, None)),  # pre-blank units are not garbage
+        ([(0, 100), (100, 0), (200, 100)], 300, (1, None)),  # size 0 past unit 0: RocketMQ stops
+        ([(500, 100)], 300, (0, None)),  # unit 0 at or past the end: RocketMQ deletes the file
+        ([], 300, (0, None)),
+    ],
+)
+def test_truncation_point(units, cut, expected):
+    from rmqlab.store.consume_queue import truncation_point
+
+    offsets = np.array([u[0] for u in units], dtype=">i8")
+    sizes = np.array([u[1] for u in units], dtype=">i4")
+    assert truncation_point(offsets, sizes, cut) == expected
+
+
+def test_truncate_reports_a_unit_ending_past_the_log(tmp_path):
+    cq = make_cq(_root(tmp_path))
+    fill(cq, [100 * i for i in range(6)])
+    set_unit(cq, 4, pack_unit(400, 490_000_000, 4))  # a torn size: its "end" is 490 MB away
+    assert cq.units_past_log(600)[0].offset == 4 * UNIT  # the dry run says the same, changing nothing
+    assert cq.get_max_offset_in_queue() == 6
+    cuts = cq.truncate_dirty_logic_files(600)
+    assert [(s.phase, s.offset, s.decision) for s in cuts] == [
+        ("consume_queue", 4 * UNIT, "truncate at a unit ending past the log")]
+    assert "ending at 490000400, past the log's end 600" in cuts[0].reason
+    assert "RocketMQ 4.9.8/5.3.3 keeps it" in cuts[0].reason
+    assert cq.get_max_offset_in_queue() == 4
+    assert cq.max_physic_offset == 400  # not 490000400: dispatch starts inside the log
 
 
 # --- delete_expired_file / correct_min_offset -----------------------------------------------------
@@ -647,7 +686,7 @@ def test_recover_and_truncate_publish_recovery_steps(tmp_path):
     cq = make_cq(_root(tmp_path), bus=bus)
     assert cq.load()
     cq.recover()
-    cq.truncate_dirty_logic_files(750)
+    cq.truncate_dirty_logic_files(800)  # a record boundary, as recovery's cuts are
     steps = [(s.phase, os.path.basename(s.file), s.offset, s.decision)
              for s in recorder.of(RecoveryStep)]
     assert steps == [

@@ -119,3 +119,41 @@ def test_stored_message_attribute_of_a_non_message_raises_like_decode() -> None:
         _ = m.topic
     with pytest.raises(TypeError, match="no message"):
         _ = m.some_other_record_name
+
+
+def test_a_unit_pointing_at_a_blank_record_names_the_place(tmp_path: Path) -> None:
+    # a damaged consume queue unit that points at the blank record ending a CommitLog file:
+    # the message's decode says where (file and position), as an RmqlabError (and a TypeError,
+    # what it raised before)
+    import struct
+
+    from rmqlab.codec.flags import BLANK_MAGIC_CODE
+    from rmqlab.errors import NotAMessage, RmqlabError
+
+    root = tmp_path / "s"
+    store = _store(root, 120)  # ~180 KB: the first 64 KiB file ends with a blank record
+    first = store.commit_log.mapped_file_queue.mapped_files[0].name
+    store.shutdown()
+    data = (root / "commitlog" / first).read_bytes()
+    pos = 0  # where the first file's last record ends, its blank record starts
+    while struct.unpack_from(">i", data, pos + 4)[0] != BLANK_MAGIC_CODE:
+        pos += struct.unpack_from(">i", data, pos)[0]
+        assert 0 < pos < len(data) - 8
+    cq = root / "consumequeue" / TOPIC / "0" / "00000000000000000000"
+    with open(cq, "r+b") as f:
+        f.write(struct.pack(">qi", pos, len(data) - pos))  # the unit selects the blank record
+    store = MessageStore.open(root, MessageStoreConfig.small(str(root)), clock=ManualClock(), threaded=False)
+    try:
+        with store.get_message("g", TOPIC, 0, 0, 1) as r:
+            m = r.messages[0]
+            assert m.commit_log_offset == pos
+            with pytest.raises(NotAMessage) as info:
+                m.decode()
+            e = info.value
+            assert isinstance(e, RmqlabError)
+            assert isinstance(e, TypeError)
+            assert e.file.endswith(f"commitlog/{first}")
+            assert e.offset == pos
+            assert f"no message at commit log offset {pos}: a blank record" in str(e)
+    finally:
+        store.shutdown()

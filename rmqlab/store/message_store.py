@@ -418,15 +418,18 @@ class MessageStore:
         if pos + _HEAD_CHECK <= end and _PHYS.unpack_from(buf, pos + PHYSICAL_OFFSET_POSITION)[0] == offset:
             return offset  # the common case: a record says it starts here
         p = 0
-        while p < pos and p + 8 <= end:
+        while p < pos:
+            if p + 8 > end:
+                return offset
             size, magic = _SIZE_MAGIC.unpack_from(buf, p)
-            if magic == BLANK_MAGIC_CODE or size <= 0 or (magic != MESSAGE_MAGIC_CODE_V1
-                                                          and magic != MESSAGE_MAGIC_CODE_V2):
+            if magic == BLANK_MAGIC_CODE:  # inside the file's end filler: reput rolls over from it
                 break
+            if size <= 0 or (magic != MESSAGE_MAGIC_CODE_V1 and magic != MESSAGE_MAGIC_CODE_V2):
+                return offset  # damage before it: nothing to say where records start
             if p + size > pos:
-                break
+                break  # inside this record
             p += size
-        if p == pos or p + 8 > end:
+        if p == pos:
             return offset
         start = base + p
         plan = self.recovery_plan

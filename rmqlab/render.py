@@ -35,25 +35,34 @@ def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]], cap
     console.print(t)
 
 
+_PROSE = 30  # the narrowest a column of sentences may get before every column folds instead
+
+
 def _token_widths(columns: list[str], cells: list[list[str]], room: int) -> list[int | None]:
     """Fixed widths for token columns (None: let rich decide), or all None when they cannot fit.
 
     A token column is as wide as its widest cell; its header may fold, down to 6 characters
-    when the room is short. Prose columns are counted at their longest word, up to 12
-    characters (3 more per column: padding and border).
+    when the room is short. Prose columns want their longest cell up to 30 characters to stay
+    readable; short ones (a few keys) settle for their longest word up to 12 when that is all
+    the room allows, sentences never (3 more per column: padding and border).
     """
     n = len(columns)
     token = [all(" " not in r[i] for r in cells) for i in range(n)]
     widest = [max((len(r[i]) for r in cells), default=0) for i in range(n)]
-    word = [max((len(x) for r in cells for x in r[i].split()), default=1) for i in range(n)]
     natural = 1 + sum(3 + max(w, len(h)) for w, h in zip(widest, columns, strict=True))
     if natural <= room or not any(token):
         return [None] * n
-    for cap in (16, 12, 10, 8, 6):
-        fixed = [max(w, min(len(h), cap)) if tok else None for w, h, tok in zip(widest, columns, token, strict=True)]
-        need = 1 + sum(3 + (f if f is not None else min(w, 12)) for f, w in zip(fixed, word, strict=True))
-        if need <= room:
-            return fixed
+    word = [max((len(x) for r in cells for x in r[i].split()), default=1) for i in range(n)]
+    tries = [[min(w, _PROSE) for w in widest]]
+    if all(tok or w <= _PROSE for tok, w in zip(token, widest, strict=True)):  # short lists, not sentences
+        tries.append([min(w, 12) for w in word])
+    for prose in tries:
+        for cap in (16, 12, 10, 8, 6):
+            fixed = [max(w, min(len(h), cap)) if tok else None
+                     for w, h, tok in zip(widest, columns, token, strict=True)]
+            need = 1 + sum(3 + (f if f is not None else p) for f, p in zip(fixed, prose, strict=True))
+            if need <= room:
+                return fixed
     return [None] * n
 
 

@@ -829,7 +829,7 @@ class ConsumeQueue:
 
     def _past_end_step(self, mf: MappedFile, i: int, offset: int, size: int, phy_offset: int) -> RecoveryStep:
         return RecoveryStep(
-            "consume_queue", mf.file_name, i * _UNIT, "truncate at a unit ending past the log",
+            "consume_queue", f"{self.name}/{mf.name}", i * _UNIT, "truncate at a unit ending past the log",
             unit_past_log_note(self.name, mf.name, i, offset, size, phy_offset),
         )
 

@@ -47,6 +47,12 @@ def test_token_widths_keep_ids_whole_when_they_fit() -> None:
     assert fixed[2] is None
     assert 6 <= fixed[0] <= len("commit_log_offset")  # the header folds, the offsets never
     assert render._token_widths(cols, cells, 40) == [None, None, None]  # no room: fold all
+    # sentences keep 30 characters or the whole table folds evenly: a reason column is never
+    # squeezed to a word a line to keep a long path whole
+    sentence = "the consume queue unit ends past the log, so it is cut there and said so"
+    steps = [["consume_queue", "consumequeue/TopicB/0/00000000000000000000", sentence]]
+    assert render._token_widths(["phase", "file", "reason"], steps, 100) == [13, 42, None]
+    assert render._token_widths(["phase", "file", "reason"], steps, 80) == [None, None, None]
 
 
 @pytest.mark.parametrize("columns", [110, 120, 160])

@@ -82,3 +82,17 @@ def test_notebook_runs_clean(executed: dict[str, dict[str, Any]], name: str) -> 
                        for o in c.get("outputs", []))
     assert shows_widget, f"{name}: no live widget displayed"
     print(f"{name}: {run['seconds']:.0f} s")  # reported, never asserted: CI machines are noisy
+
+
+def _stream_text(nb: Any) -> str:
+    return "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+                   if o.get("output_type") == "stream")
+
+
+def test_notebook_06_shows_a_torn_unit_cut_and_the_late_order_found(executed: dict[str, dict[str, Any]]) -> None:
+    text = _stream_text(executed["06_crash_and_recovery.ipynb"]["nb"])
+    assert "dry run: consumequeue/Orders/0: unit 19 of consumequeue file 00000000000000000000" in text
+    assert "RocketMQ 4.9.8 keeps it" in text
+    line = next(ln for ln in text.splitlines() if ln.startswith("late order written at"))
+    written, found = line.removeprefix("late order written at ").split(" | found by key at ")
+    assert found == f"[{written}]"

@@ -50,6 +50,13 @@ def no_real_interrupt_here(frame: FrameType) -> bool:
     return False
 
 
+def frame_done(frame: FrameType) -> None:
+    """Forget a frame that returns (or raises out). CPython reuses a freed frame's memory, so
+    a later frame can get the same ``id``: left in ``_AFTER_WITH``, its first line would be
+    taken for "the line after a ``with``" and skipped, in some runs and not others."""
+    _AFTER_WITH.discard(id(frame))
+
+
 class LineTracer:
     """A ``sys.settrace`` function: raise :class:`Interrupt` the first time ``target`` (a code
     of ``codes`` and a line of it) runs; with ``target`` None record in ``seen`` every line of
@@ -68,7 +75,9 @@ class LineTracer:
         return self.line
 
     def line(self, frame: FrameType, event: str, arg: object) -> Any:
-        if event == "line" and not no_real_interrupt_here(frame):
+        if event == "return":
+            frame_done(frame)
+        elif event == "line" and not no_real_interrupt_here(frame):
             here = (frame.f_code, frame.f_lineno)
             if self.target is None:
                 self.seen.add(here)
@@ -92,7 +101,9 @@ class NthLineTracer:
         return None
 
     def line(self, frame: FrameType, event: str, arg: object) -> Any:
-        if event == "line" and not no_real_interrupt_here(frame):
+        if event == "return":
+            frame_done(frame)
+        elif event == "line" and not no_real_interrupt_here(frame):
             self.n += 1
             if self.n == self.at:
                 self.fired = True
@@ -102,6 +113,7 @@ class NthLineTracer:
 
 def run_traced(tracer: Callable[..., Any], fn: Callable[[], object]) -> bool:
     """``fn()`` with ``tracer`` on; whether an :class:`Interrupt` cut it short."""
+    _AFTER_WITH.clear()
     sys.settrace(tracer)
     try:
         fn()

@@ -310,6 +310,12 @@ def messages(store: Path, hash_slot_num: int | None, index_num: int | None, topi
                 return
 
     with _open(store, hash_slot_num, index_num) as snap:
+        if from_offset is not None:  # any byte: the walk starts at the first record from there
+            at = snap.record_start_at_or_after(from_offset)
+            if at is not None and at != from_offset:
+                click.echo(f"rmqlab: note: no message starts at CommitLog offset {from_offset}; starting at the "
+                           f"next one, {at}", err=True)
+                from_offset = at
         # scripts get each message as it is read: a store's messages need not fit in memory
         if mode == "json-lines":
             render.print_json_lines(rows(snap))

@@ -181,12 +181,17 @@ def message_row(rec: MessageRecord, file: str = "") -> dict[str, Any]:
 def messages_frame(snap: StoreSnapshot, topic: str | None = None, start: int | None = None,
                    limit: int | None = None, *, queue_id: int | None = None,
                    damage: list[Damage] | None = None) -> pd.DataFrame:
-    """One row per message in CommitLog order, from CommitLog offset ``start``.
+    """One row per message in CommitLog order, from the first message at or after CommitLog
+    offset ``start`` (any byte, not only a record's start).
 
     Damage ends the walk of a file: pass ``damage=[]`` to collect it instead of raising.
     Built from :func:`rmqlab.codec.scan.scan_records` columns (the rows ``message_row`` gives).
     """
     from rmqlab.inspect.snapshot import SCAN_CHUNK, Damage
+
+    if start is not None:
+        at = snap.record_start_at_or_after(start)
+        start = start if at is None else at
 
     parts: list[dict[str, Any]] = []
     taken = 0

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -35,6 +36,7 @@ import numpy as np
 
 from rmqlab.codec.checkpoint import CHECKPOINT_DATA_SIZE, Checkpoint
 from rmqlab.codec.consume_queue_unit import CQ_STORE_UNIT_SIZE, CQ_UNIT_DTYPE, units_view
+from rmqlab.codec.flags import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2
 from rmqlab.codec.index_layout import choose_index_layout, index_file_size
 from rmqlab.codec.message import BlankRecord, MessageRecord, decode_message
 from rmqlab.codec.names import infer_file_size, parse_offset_file_name
@@ -53,6 +55,7 @@ __all__ = ["Damage", "QueueFiles", "StoreSnapshot", "open_snapshot"]
 _STORE_MARKERS = ("commitlog", "consumequeue", "index", "checkpoint")
 #: records per columnar scan chunk (bounds the memory of a walk over a 1 GiB file)
 SCAN_CHUNK = 1 << 17
+_SIZE_MAGIC = struct.Struct(">ii")  # TOTALSIZE, MAGICCODE
 
 
 @dataclass(frozen=True)
@@ -243,6 +246,30 @@ class StoreSnapshot:
         if not isinstance(rec, MessageRecord) or rec.commit_log_offset != offset:
             return None
         return rec
+
+    def record_start_at_or_after(self, offset: int) -> int | None:
+        """The offset of the first message starting at or after ``offset``, hopping record sizes
+        from the start of its file (the next file's start once only the file's end filler is
+        left); None when damage before it leaves nothing to hop by, or no file holds ``offset``.
+        ``messages --from-offset`` takes any byte, not only a record's start."""
+        mf = self.file_of(offset)
+        if mf is None:
+            return None
+        buf, base = mf.buffer, mf.file_from_offset
+        pos, end = offset - base, mf.mapped_length
+        p = 0
+        while p < pos:
+            if p + 8 > end:
+                return None
+            size, magic = _SIZE_MAGIC.unpack_from(buf, p)
+            if magic == BLANK_MAGIC_CODE:
+                return base + self.commit_log_file_size  # past the filler: the next file
+            if size <= 0 or magic not in (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2):
+                return None
+            p += size
+        if p + 8 <= end and _SIZE_MAGIC.unpack_from(buf, p)[1] == BLANK_MAGIC_CODE:
+            return base + self.commit_log_file_size  # the file's end filler: its messages are over
+        return base + p
 
     def iter_records(
         self, *, start: int | None = None, check_crc: bool = False, damage: list[Damage] | None = None

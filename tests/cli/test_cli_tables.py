@@ -182,3 +182,24 @@ def test_iter_frame_rows_is_frame_rows_in_chunks() -> None:
     assert list(render.iter_frame_rows(df, chunk=3)) == render.frame_rows(df)
     assert render.frame_rows(df)[0] == {"a": 0, "b": None, "c": "a"}
     assert type(render.frame_rows(df)[1]["a"]) is int
+
+
+def test_from_offset_takes_any_byte(clean: str) -> None:
+    # a person types a round number: the walk starts at the next message and says so, instead
+    # of reporting the bytes in the middle of a record as a damaged one
+    from rmqlab import open_snapshot
+
+    r = CliRunner().invoke(main, ["messages", clean, "--from-offset", "7", "--limit", "1", "--json"])
+    assert r.exit_code == 0
+    assert [m["commit_log_offset"] for m in json.loads(r.stdout)] == [235]
+    assert r.stderr == "rmqlab: note: no message starts at CommitLog offset 7; starting at the next one, 235\n"
+    # in a file's end filler: the next file's first message
+    r = CliRunner().invoke(main, ["messages", clean, "--from-offset", "65400", "--limit", "1", "--json"])
+    assert [m["commit_log_offset"] for m in json.loads(r.stdout)] == [65536]
+    assert "damaged" not in r.stderr
+    r = CliRunner().invoke(main, ["messages", clean, "--from-offset", "235", "--limit", "1", "--json"])
+    assert (json.loads(r.stdout)[0]["commit_log_offset"], r.stderr) == (235, "")
+    with open_snapshot(clean) as snap:
+        assert snap.messages(start=7, limit=1)["commit_log_offset"].tolist() == [235]
+        assert snap.record_start_at_or_after(0) == 0
+        assert snap.record_start_at_or_after(10**12) is None

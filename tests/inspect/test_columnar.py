@@ -23,8 +23,12 @@ from rmqlab.inspect.snapshot import Damage, StoreSnapshot
 
 def ref_messages(snap: StoreSnapshot, topic: str | None = None, start: int | None = None, limit: int | None = None,
                  *, queue_id: int | None = None, damage: list[Damage] | None = None) -> pd.DataFrame:
-    """messages() as it was: one message_row per walked record."""
+    """messages() as it was: one message_row per walked record (from the first message at or
+    after ``start``, as messages() takes any byte)."""
     rows: list[dict[str, Any]] = []
+    if start is not None:
+        at = snap.record_start_at_or_after(start)
+        start = start if at is None else at
     if limit is None or limit > 0:
         for file, _off, rec in snap.iter_records(start=start, damage=damage):
             if not isinstance(rec, MessageRecord):

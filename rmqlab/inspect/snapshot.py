@@ -36,11 +36,11 @@ import numpy as np
 
 from rmqlab.codec.checkpoint import CHECKPOINT_DATA_SIZE, Checkpoint
 from rmqlab.codec.consume_queue_unit import CQ_STORE_UNIT_SIZE, CQ_UNIT_DTYPE, units_view
-from rmqlab.codec.flags import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2
+from rmqlab.codec.flags import BLANK_MAGIC_CODE
 from rmqlab.codec.index_layout import choose_index_layout, index_file_size
 from rmqlab.codec.message import BlankRecord, MessageRecord, decode_message
 from rmqlab.codec.names import infer_file_size, parse_offset_file_name
-from rmqlab.codec.scan import RecordColumns, scan_records
+from rmqlab.codec.scan import RecordColumns, header_hop, scan_records
 from rmqlab.codec.walk import iter_records
 from rmqlab.errors import ConfigError, CorruptRecord, NotAStore
 from rmqlab.files.mapped_file import MappedFile
@@ -55,7 +55,7 @@ __all__ = ["Damage", "QueueFiles", "StoreSnapshot", "open_snapshot"]
 _STORE_MARKERS = ("commitlog", "consumequeue", "index", "checkpoint")
 #: records per columnar scan chunk (bounds the memory of a walk over a 1 GiB file)
 SCAN_CHUNK = 1 << 17
-_SIZE_MAGIC = struct.Struct(">ii")  # TOTALSIZE, MAGICCODE
+_INT = struct.Struct(">i")
 
 
 @dataclass(frozen=True)
@@ -255,21 +255,15 @@ class StoreSnapshot:
         mf = self.file_of(offset)
         if mf is None:
             return None
-        buf, base = mf.buffer, mf.file_from_offset
-        pos, end = offset - base, mf.mapped_length
-        p = 0
-        while p < pos:
-            if p + 8 > end:
-                return None
-            size, magic = _SIZE_MAGIC.unpack_from(buf, p)
-            if magic == BLANK_MAGIC_CODE:
-                return base + self.commit_log_file_size  # past the filler: the next file
-            if size <= 0 or magic not in (MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2):
-                return None
-            p += size
-        if p + 8 <= end and _SIZE_MAGIC.unpack_from(buf, p)[1] == BLANK_MAGIC_CODE:
-            return base + self.commit_log_file_size  # the file's end filler: its messages are over
-        return base + p
+        buf, base, end = mf.buffer, mf.file_from_offset, mf.mapped_length
+        pos = offset - base
+        starts, stop = header_hop(buf, 0, end)
+        i = bisect.bisect_left(starts, pos)
+        if i < len(starts):
+            return base + starts[i]
+        if stop + 8 <= end and _INT.unpack_from(buf, stop + 4)[0] == BLANK_MAGIC_CODE:
+            return base + self.commit_log_file_size  # only the file's end filler is left: the next file
+        return base + stop if stop >= pos else None  # the data ends there, or damage before ``offset``
 
     def iter_records(
         self, *, start: int | None = None, check_crc: bool = False, damage: list[Damage] | None = None

@@ -63,7 +63,7 @@ from rmqlab.config import MessageStoreConfig
 from rmqlab.errors import DiskFull, InvalidTopic, RmqlabError
 from rmqlab.events import Appended, EventBus, Rolled
 from rmqlab.files.mapped_file_queue import MappedFileQueue
-from rmqlab.store.message import Message, build_properties_and_map, parse_host, refuse_bad_fields
+from rmqlab.store.message import BAD_FIELD_ERRORS, Message, build_properties_and_map, parse_host, refuse_bad_fields
 from rmqlab.store.put_lock import wait_until_free
 from rmqlab.store.results import (
     AppendMessageResult,
@@ -782,7 +782,7 @@ class CommitLog:
             return self._put([enc])
         except DiskFull as e:  # nothing was written: refused, as RocketMQ refuses a put on a full disk
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason=str(e))
-        except (struct.error, OverflowError, TypeError, ValueError):  # nothing was written
+        except BAD_FIELD_ERRORS:  # nothing was written
             return refuse_bad_fields([msg])
 
     def _new_shape(self, skey: tuple, msg: Message, ks: str) -> _Shape | None:
@@ -910,7 +910,7 @@ class CommitLog:
             return self._put(self._encoded(rows))
         except DiskFull as e:  # nothing was written: refused, as RocketMQ refuses a put on a full disk
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason=str(e))
-        except (struct.error, OverflowError, TypeError, ValueError):  # nothing was written
+        except BAD_FIELD_ERRORS:  # nothing was written
             if msgs.__class__ is MessageBatch:
                 raise
             return refuse_bad_fields(msgs)  # type: ignore[arg-type]

@@ -50,7 +50,7 @@ from rmqlab.codec.message import PHYSICAL_OFFSET_POSITION, QUEUE_OFFSET_POSITION
 from rmqlab.config import MessageStoreConfig
 from rmqlab.errors import ConfigError
 from rmqlab.events import EventBus, MemoryEvicted, MemoryPut
-from rmqlab.store.message import Message, refuse_bad_fields
+from rmqlab.store.message import BAD_FIELD_ERRORS, Message, refuse_bad_fields
 from rmqlab.store.message_filter import MessageFilter
 from rmqlab.store.results import (
     AppendMessageResult,
@@ -301,7 +301,7 @@ class MemoryMessageStore:
             return bad
         try:
             enc = self.encoder.encode_record(msg, self.clock.now_ms())
-        except (struct.error, OverflowError, TypeError, ValueError):
+        except BAD_FIELD_ERRORS:
             return refuse_bad_fields([msg])
         if isinstance(enc, PutMessageResult):
             return enc
@@ -312,7 +312,7 @@ class MemoryMessageStore:
         all or nothing. ``msg_id`` is the comma-joined UNIQ_KEYs."""
         try:
             encoded = self.encoder.encode_batch(msgs, self._check)
-        except (struct.error, OverflowError, TypeError, ValueError):
+        except BAD_FIELD_ERRORS:
             return refuse_bad_fields(msgs)
         if isinstance(encoded, PutMessageResult):
             return encoded

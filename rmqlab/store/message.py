@@ -7,6 +7,7 @@ the broker's ``java.util.HashMap`` iterates it, so the bytes on disk match a rea
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from ipaddress import ip_address
@@ -19,7 +20,10 @@ from rmqlab.codec.properties import encode_broker_properties_and_map
 if TYPE_CHECKING:
     from rmqlab.store.results import PutMessageResult
 
-__all__ = ["Message", "build_properties", "build_properties_and_map", "message_field_error", "refuse_bad_fields"]
+__all__ = [
+    "BAD_FIELD_ERRORS", "Message", "build_properties", "build_properties_and_map", "message_field_error",
+    "refuse_bad_fields",
+]
 
 
 @dataclass(slots=True)
@@ -110,6 +114,11 @@ def message_field_error(msg: Message) -> str | None:
     if not 0 <= port <= 65535:
         return f"born_host port {port} is outside 0-65535"
     return None
+
+
+#: what an encoder raises for a message field it cannot pack; put paths catch these and answer
+#: with :func:`refuse_bad_fields`
+BAD_FIELD_ERRORS = (struct.error, OverflowError, TypeError, ValueError)
 
 
 def refuse_bad_fields(msgs: Iterable[Message]) -> PutMessageResult:

@@ -14,6 +14,7 @@ Services run in background threads (``threaded=True``) or only when ``step()`` i
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import logging
 import os
@@ -28,15 +29,10 @@ import numpy as np
 from rmqlab import faults
 from rmqlab.clock import Clock, SystemClock
 from rmqlab.codec.batch import MessageBatch
-from rmqlab.codec.flags import (
-    BLANK_MAGIC_CODE,
-    BORNHOST_V6_FLAG,
-    MESSAGE_MAGIC_CODE_V1,
-    MESSAGE_MAGIC_CODE_V2,
-    SCHEDULE_TOPIC,
-)
+from rmqlab.codec.flags import BLANK_MAGIC_CODE, BORNHOST_V6_FLAG, SCHEDULE_TOPIC
 from rmqlab.codec.message import PHYSICAL_OFFSET_POSITION, MessageRecord, decode_message
 from rmqlab.codec.names import is_lmq_topic, is_system_topic
+from rmqlab.codec.scan import header_hop
 from rmqlab.codec.walk import check_message_and_return_size
 from rmqlab.config import MessageStoreConfig
 from rmqlab.errors import DiskFull, InvalidTopic, NotAStore, RmqlabError
@@ -104,8 +100,6 @@ _CQ_UNIT_STRUCT = struct.Struct(">qiq")  # commit log offset, size, tags code
 _new_object = object.__new__  # StoredMessage built slot by slot in _scan (no __init__ call per message)
 _INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")
-_PHYS = _LONG  # a record's PHYSICALOFFSET field
-_SIZE_MAGIC = struct.Struct(">ii")  # TOTALSIZE, MAGICCODE
 _HEAD_CHECK = PHYSICAL_OFFSET_POSITION + 8
 
 
@@ -415,20 +409,15 @@ class MessageStore:
             return offset
         buf, base, end = mf.buffer, mf.file_from_offset, mf.wrote_position
         pos = offset - base
-        if pos + _HEAD_CHECK <= end and _PHYS.unpack_from(buf, pos + PHYSICAL_OFFSET_POSITION)[0] == offset:
+        if pos + _HEAD_CHECK <= end and _LONG.unpack_from(buf, pos + PHYSICAL_OFFSET_POSITION)[0] == offset:
             return offset  # the common case: a record says it starts here
-        p = 0
-        while p < pos:
-            if p + 8 > end:
-                return offset
-            size, magic = _SIZE_MAGIC.unpack_from(buf, p)
-            if magic == BLANK_MAGIC_CODE:  # inside the file's end filler: reput rolls over from it
-                break
-            if size <= 0 or (magic != MESSAGE_MAGIC_CODE_V1 and magic != MESSAGE_MAGIC_CODE_V2):
-                return offset  # damage before it: nothing to say where records start
-            if p + size > pos:
-                break  # inside this record
-            p += size
+        starts, stop = header_hop(buf, 0, end)
+        if pos < stop:  # inside the records the hop crossed: the one holding ``pos``
+            p = starts[bisect.bisect_right(starts, pos) - 1]
+        elif stop + 8 <= end and _INT.unpack_from(buf, stop + 4)[0] == BLANK_MAGIC_CODE:
+            p = stop  # inside the file's end filler: reput rolls over from it
+        else:
+            return offset  # damage before it: nothing to say where records start
         if p == pos:
             return offset
         start = base + p

@@ -152,6 +152,7 @@ def _flush_and_commit(path: Path, target: tuple[CodeType, int] | None, seen: set
     def trace(frame: FrameType, event: str, arg: object) -> Any:
         return tracer.line if event == "call" and frame.f_code in codes else None
 
+    previous = sys.gettrace()  # coverage's, a debugger's: put back after
     try:
         for round_ in range(3):
             assert mf.append_message(bytes([round_ + 1]) * 1000)
@@ -162,7 +163,7 @@ def _flush_and_commit(path: Path, target: tuple[CodeType, int] | None, seen: set
             except Interrupt:
                 pass
             finally:
-                sys.settrace(None)
+                sys.settrace(previous)
         assert mf.ref_count in (1, 2)  # its own, and at most the one hold the interrupt left
         assert mf.commit(0) == mf.flush(0) == 3000
         with open(path, "rb") as f:

@@ -36,12 +36,13 @@ def _crashed_store(root: Path) -> MessageStoreConfig:
 
 
 def _open(root: Path, config: MessageStoreConfig, threaded: bool, tracer: NthLineTracer | None = None) -> MessageStore:
+    previous = sys.gettrace()  # coverage's, a debugger's: put back after
     if tracer is not None:
         sys.settrace(tracer)
     try:
         return MessageStore.open(root, config.with_(store_path_root_dir=str(root)), threaded=threaded)
     finally:
-        sys.settrace(None)
+        sys.settrace(previous)
 
 
 @pytest.mark.parametrize("threaded", [False, True], ids=["stepped", "threaded"])

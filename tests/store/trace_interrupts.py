@@ -114,13 +114,14 @@ class NthLineTracer:
 def run_traced(tracer: Callable[..., Any], fn: Callable[[], object]) -> bool:
     """``fn()`` with ``tracer`` on; whether an :class:`Interrupt` cut it short."""
     _AFTER_WITH.clear()
+    previous = sys.gettrace()  # coverage's, a debugger's: put back after
     sys.settrace(tracer)
     try:
         fn()
     except Interrupt:
         return True
     finally:
-        sys.settrace(None)
+        sys.settrace(previous)
     return False
 
 

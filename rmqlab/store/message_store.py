@@ -933,22 +933,6 @@ class MessageStore:
             sel.release()
         return rec if isinstance(rec, MessageRecord) else None
 
-    def _check_in_disk(self, offset_py: int, max_offset_py: int) -> bool:
-        return (max_offset_py - offset_py) > self._memory_for_messages()
-
-    def _is_the_batch_full(self, size_py: int, max_msg_nums: int, buffer_total: int, message_total: int,
-                           in_disk: bool) -> bool:
-        c = self.config
-        if buffer_total == 0 or message_total == 0:
-            return False
-        if max_msg_nums <= message_total:
-            return True
-        if in_disk:
-            return (buffer_total + size_py > c.max_transfer_bytes_on_message_in_disk
-                    or message_total > c.max_transfer_count_on_message_in_disk - 1)
-        return (buffer_total + size_py > c.max_transfer_bytes_on_message_in_memory
-                or message_total > c.max_transfer_count_on_message_in_memory - 1)
-
     def _correct(self, old: int, new: int) -> int:
         if self.config.broker_role == "SLAVE" and not self.config.offset_check_in_slave:
             return old
@@ -1030,7 +1014,7 @@ class MessageStore:
         total = 0  # result.buffer_total_size, kept local in the loop
         no_filter = message_filter is None
         c = self.config
-        # _is_the_batch_full's limits, hoisted out of the loop (checked inline below)
+        # the limits of 4.9.8's isTheBatchFull, hoisted out of the loop (checked inline below)
         disk_bytes, disk_count = c.max_transfer_bytes_on_message_in_disk, c.max_transfer_count_on_message_in_disk
         mem_bytes, mem_count = c.max_transfer_bytes_on_message_in_memory, c.max_transfer_count_on_message_in_memory
         try:
@@ -1043,7 +1027,7 @@ class MessageStore:
                 if next_phy_file_start != long_min and off_py < next_phy_file_start:
                     skipped += 1
                     continue
-                if total and count:  # _is_the_batch_full(size_py, max_msg_nums, total, count, in_disk)
+                if total and count:  # isTheBatchFull(sizePy, maxMsgNums, total, count, isInDisk)
                     if max_msg_nums <= count:
                         break
                     if (max_offset_py - off_py) > memory:

@@ -114,3 +114,17 @@ def test_get_message(opened: Any) -> None:
         want = (q["status"], q["nextBeginOffset"], q["minOffset"], q["maxOffset"], q["messageCount"],
                 q["bufferTotalSize"], q["commitLogOffsets"])
         assert got == want, q
+
+
+def test_earliest_message_time(opened: Any) -> None:
+    """getEarliestMessageTime(): the store time of the record at the CommitLog's min offset, and
+    per queue of the record its min-offset unit points at (-1 for a queue the store lacks)."""
+    _, store, manifest, _ = opened
+    after = manifest["reopen"]["afterReopen"]
+    by_offset = {m["commitLogOffset"]: m for m in manifest["messages"]}
+    assert store.get_earliest_message_time() == by_offset[after["minPhyOffset"]]["storeTimestamp"]
+    by_queue = {(m["topic"], m["queueId"], m["queueOffset"]): m for m in manifest["messages"]}
+    for q in after["queues"]:
+        want = by_queue[q["topic"], q["queueId"], q["minOffsetInQueue"]]["storeTimestamp"]
+        assert store.get_earliest_message_time(q["topic"], q["queueId"]) == want, q
+    assert store.get_earliest_message_time("NoSuchTopic", 0) == -1

@@ -546,3 +546,32 @@ def test_flush_goes_on_after_cleanup_deleted_files_it_had_not_reached(tmp_path: 
         assert mfq.flushed_where == mfq.get_max_offset()
         assert all(mf.flushed_position == mf.wrote_position for mf in mfq.mapped_files)
         assert store.checkpoint.physic_msg_timestamp > before
+
+
+def test_earliest_message_time_follows_the_deleted_files(tmp_path: Path) -> None:
+    """getEarliestMessageTime() of an empty store is -1; after cleanup deletes the oldest file it
+    is the store time of the first record of the file that is now the oldest (and per queue, of
+    the record the queue's new min offset points at)."""
+    clock, probe = ManualClock(AT_10, tz=UTC), Probe(0.5)
+    with open_store(tmp_path, clock, probe) as store:
+        assert store.get_earliest_message_time() == -1
+        assert store.get_earliest_message_time("T", 0) == -1
+        first = clock.now_ms()
+        for i in range(150):
+            assert store.put_message(Message("T", bytes([i]) * 900, tags="A", queue_id=i % 2)).ok
+            clock.advance(1000)
+        store.step()
+        assert store.get_earliest_message_time() == first
+        assert store.get_earliest_message_time("T", 0) == first
+        names = commit_log_files(store)
+        set_mtimes(store, AT_10 - 100 * H, names[:1])
+        store.execute_delete_files_manually()
+        assert store.step()["clean_commit_log"].deleted == [names[0]]
+        store.step()  # CleanConsumeQueueService: queues forget units below the new min offset
+        min_phy = store.get_min_phy_offset()
+        assert min_phy == int(names[1])
+        assert store.get_earliest_message_time() == store.look_message_by_offset(min_phy).store_timestamp
+        got = store.get_message("g", "T", 0, store.get_min_offset_in_queue("T", 0), 1)
+        with got:
+            want = got.messages[0].decode().store_timestamp
+        assert store.get_earliest_message_time("T", 0) == want > first

@@ -35,6 +35,7 @@ from rmqlab.codec.flags import (
     KEY_SEPARATOR,
     MESSAGE_MAGIC_CODE_V1,
     MESSAGE_MAGIC_CODE_V2,
+    PROPERTY_INNER_MULTI_DISPATCH,
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
@@ -42,6 +43,7 @@ from rmqlab.codec.flags import (
 )
 from rmqlab.codec.java_hash import java_hash, java_hash_extend_many
 from rmqlab.codec.message import MIN_RECORD_SIZE, BlankRecord, EndOfData, MessageRecord, _decode, _ip_str
+from rmqlab.codec.multi_dispatch import MultiDispatchPairs, multi_dispatch_pairs
 from rmqlab.codec.properties import decode_properties
 from rmqlab.codec.windows import byte_windows
 from rmqlab.errors import CorruptRecord
@@ -68,6 +70,7 @@ assert HEAD_V4V4_DTYPE.itemsize == 88
 
 _TAGS_K = (PROPERTY_TAGS + "\x01").encode()
 _KEYS_K = (PROPERTY_KEYS + "\x01").encode()
+_MULTI_K = (PROPERTY_INNER_MULTI_DISPATCH + "\x01").encode()
 _UNIQ_K = (PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX + "\x01").encode()
 _NOT_FOUND = object()
 _INT_MIN = -(2**31)  # Integer.MIN_VALUE: index_hash_of maps it to 0
@@ -121,6 +124,9 @@ class RecordColumns:
     uniq_key: list[str | None] = field(default_factory=list)
     tags_code: np.ndarray = field(default_factory=_i64)
     properties: list[dict[str, str]] | None = None
+    #: per row, the ``(queue, queue offset)`` pairs of a multi-dispatch (LMQ) record, ``()`` for
+    #: others; None when no record of the scan has any (the usual case, found with one search)
+    multi_dispatch: list[MultiDispatchPairs] | None = None
     crc_ok: np.ndarray | None = None
     body: list[bytes] | None = None
     stop: int = 0
@@ -219,6 +225,8 @@ class RecordColumns:
             setattr(out, name, [col[i] for i in lst])
         if self.properties is not None:
             out.properties = [self.properties[i] for i in lst]
+        if self.multi_dispatch is not None:
+            out.multi_dispatch = [self.multi_dispatch[i] for i in lst]
         if self.body is not None:
             out.body = [self.body[i] for i in lst]
         if self.crc_ok is not None:
@@ -350,6 +358,18 @@ def _properties(
         ka(d.get(PROPERTY_KEYS))
         ua(d.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
     return tags, keys, uniq, None
+
+
+def _multi_dispatch(praws: list[bytes], props: list[dict[str, str]] | None) -> list[MultiDispatchPairs] | None:
+    """``RecordColumns.multi_dispatch``: one search of all the properties strings joined, and
+    only when the name is there, the pairs of the records that carry it."""
+    if _MULTI_K not in b"".join(praws):
+        return None
+    out: list[MultiDispatchPairs] = [()] * len(praws)
+    for i, raw in enumerate(praws):
+        if _MULTI_K in raw:
+            out[i] = multi_dispatch_pairs(props[i] if props is not None else decode_properties(raw))
+    return out
 
 
 def scan_records(
@@ -546,6 +566,7 @@ def _columns(out: RecordColumns, buf: Any, offs: np.ndarray, n: int, hop_stop: i
         praws = list(map(getitem, map(slice, (plen_pos[:n] + 2).tolist(),
                                       (plen_pos[:n] + 2 + props_len[:n]).tolist())))
         tags, keys, uniq, props_out = _properties(praws, with_properties)
+        multi = _multi_dispatch(praws, props_out)
         tcodes: dict[str | None, int] = {None: 0, "": 0}
         tc = list(map(tcodes.get, tags))
         if None in tc:
@@ -565,6 +586,7 @@ def _columns(out: RecordColumns, buf: Any, offs: np.ndarray, n: int, hop_stop: i
     out.topic, out.tags, out.keys, out.uniq_key = topics, tags, keys, uniq
     out.tags_code = np.array(tc, np.int64)
     out.properties = props_out
+    out.multi_dispatch = multi
     out.crc_ok = crc_ok
     out.body = body
     return n, hop_stop

@@ -42,6 +42,7 @@ import numpy as np
 from rmqlab.codec.consume_queue_unit import CQ_STORE_UNIT_SIZE, MAX_ADDR
 from rmqlab.codec.flags import SCHEDULE_TOPIC, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
 from rmqlab.codec.index_layout import HASH_SLOT_SIZE, INDEX_HEADER_SIZE, INDEX_SIZE, index_file_size
+from rmqlab.codec.multi_dispatch import MultiDispatchPairs, is_multi_dispatch_unit
 from rmqlab.codec.names import parse_offset_file_name
 from rmqlab.inspect.frames import index_items, index_slots
 
@@ -140,6 +141,7 @@ class _FileRecords:
     pairs: np.ndarray  # (offset - file start) << 31 | index key hash, sorted
     end: int  # absolute offset where the walk stopped
     newest_ts: int
+    multi: dict[int, tuple[MultiDispatchPairs, int]]  # offset -> multi-dispatch pairs, record's queue id
 
 
 # ------------------------------------------------------------------------------------ verify
@@ -256,11 +258,16 @@ def _walk_file(snap: StoreSnapshot, mf: MappedFile, queue_ids: dict[tuple[str, i
                                                          "pairs")}
     newest = 0
     last_cols = None
+    multi: dict[int, tuple[MultiDispatchPairs, int]] = {}
     for c in snap.scan_file(mf, 0, with_properties=False, with_crc=check_crc):
         last_cols = c
         if not c.n:
             continue
         offs = c.offset
+        if c.multi_dispatch is not None:
+            for i, md in enumerate(c.multi_dispatch):
+                if md:
+                    multi[int(offs[i])] = (md, int(c.queue_id[i]))
         stale = c.commit_log_offset != offs
         bad_crc = ~c.crc_ok if check_crc and c.crc_ok is not None else np.zeros(c.n, bool)
         for i in np.flatnonzero(stale | bad_crc).tolist():
@@ -324,7 +331,7 @@ def _walk_file(snap: StoreSnapshot, mf: MappedFile, queue_ids: dict[tuple[str, i
     return _FileRecords(
         offs_all, _cat(cols["qkey"], np.int64), _cat(cols["qo"], np.int64), _cat(cols["size"], np.int64),
         _cat(cols["tags"], np.int64), _cat(cols["check"], bool), _cat(cols["sched"], bool),
-        np.unique(_cat(cols["pairs"], np.int64)), end, newest,
+        np.unique(_cat(cols["pairs"], np.int64)), end, newest, multi,
     )
 
 
@@ -377,6 +384,7 @@ def _log_to_cq(snap: StoreSnapshot, mf: MappedFile, recs: _FileRecords, queues: 
 def _cq_to_log(snap: StoreSnapshot, recs: _FileRecords, queues: dict[int, _Queue],
                queue_ids: dict[tuple[str, int], int], lo: int, hi: int) -> Iterator[Finding]:
     names = {i: f"{k[0]}/{k[1]}" for k, i in queue_ids.items()}
+    keys = {i: k for k, i in queue_ids.items()}
     for qid, q in queues.items():
         idx = q.in_range(lo, hi)
         if not idx.size:
@@ -407,6 +415,12 @@ def _cq_to_log(snap: StoreSnapshot, recs: _FileRecords, queues: dict[int, _Queue
             "tags code": tags_ok,
         }
         ok = np.logical_and.reduce(list(checks.values()))
+        if recs.multi:  # a multi-dispatch (LMQ) unit: another queue's record, at the offset it names
+            topic, queue_id = keys[qid]
+            for n in np.flatnonzero(~ok & checks["size"] & checks["tags code"]).tolist():
+                got = recs.multi.get(int(q.off[idx[n]]))
+                if got is not None and is_multi_dispatch_unit(got[0], got[1], topic, queue_id, q.base + int(idx[n])):
+                    ok[n] = True
         for n in np.flatnonzero(~ok):
             i, r = int(idx[n]), int(jj[n])
             what = ", ".join(k for k, v in checks.items() if not v[n])

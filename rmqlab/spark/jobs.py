@@ -43,6 +43,7 @@ from pyspark.sql.types import IntegerType, LongType, StringType, StructField, St
 from rmqlab.codec.consume_queue_unit import MAX_ADDR
 from rmqlab.codec.flags import SCHEDULE_TOPIC, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
 from rmqlab.codec.index_layout import HASH_SLOT_SIZE, INDEX_HEADER_SIZE, INDEX_SIZE
+from rmqlab.codec.names import LMQ_PREFIX
 from rmqlab.spark import schemas
 from rmqlab.spark.sources import written_index_items
 
@@ -91,7 +92,8 @@ _STORES_SCHEMA = StructType([
 
 #: rmq_commitlog columns the audit reads (the reader builds only these); CRC and stats add theirs
 RECORD_COLUMNS = ["store_path", "file", "offset", "size", "record_type", "topic", "queue_id", "queue_offset",
-                  "physical_offset", "sys_flag", "tags_code", "store_timestamp", "key_hashes", "error", "error_detail"]
+                  "physical_offset", "sys_flag", "tags_code", "store_timestamp", "key_hashes", "multi_dispatch",
+                  "error", "error_detail"]
 CRC_COLUMNS = ["crc_ok", "body_crc", "body_length"]
 STATS_COLUMNS = ["tags", "keys"]
 ITEM_COLUMNS = ["store_path", "file", "hash_slot_num", "item_no", "key_hash", "phy_offset", "slot"]
@@ -573,7 +575,11 @@ _CQ_CHECKS = {
     "size": "(r_size = size)",
     "tags code": f"(r_tags = tags_code OR r_topic = {_q(SCHEDULE_TOPIC)} OR tags_code <= {MAX_ADDR})",
 }
-_CQ_OK = "(" + " AND ".join(_CQ_CHECKS.values()) + ")"
+#: or a multi-dispatch (LMQ) unit: the record names this queue and queue offset (codec.multi_dispatch)
+_MULTI_OK = (f"({_CQ_CHECKS['size']} AND {_CQ_CHECKS['tags code']} AND coalesce(exists(r_multi, m -> "
+             "m.queue = topic AND m.queue_offset = queue_offset AND (queue_id = r_qid OR "
+             f"(startswith(topic, {_q(LMQ_PREFIX)}) AND queue_id = 0))), false))")
+_CQ_OK = "((" + " AND ".join(_CQ_CHECKS.values()) + f") OR {_MULTI_OK})"
 
 
 def suspects(records: DataFrame, ptrs: DataFrame) -> DataFrame:
@@ -591,7 +597,8 @@ def suspects(records: DataFrame, ptrs: DataFrame) -> DataFrame:
     ctes = [
         ("su_rec", "SELECT store, `offset`, file AS r_file, topic AS r_topic, queue_id AS r_qid, "
                    "queue_offset AS r_qo, size AS r_size, tags_code AS r_tags, "
-                   f"{_EXPECTS} AS r_expects, key_hashes AS r_hashes FROM {{records}} WHERE record_type = 'message'"),
+                   f"{_EXPECTS} AS r_expects, key_hashes AS r_hashes, multi_dispatch AS r_multi FROM {{records}} "
+                   "WHERE record_type = 'message'"),
         ("su_p", "SELECT store, `offset`, kind, file, position, log_file, `end`, topic, queue_id, queue_offset, size, "
                  "tags_code, item_no, key_hash FROM {ptrs} WHERE `offset` < `end`"),
         ("su_j", "SELECT /*+ SHUFFLE_HASH(su_rec) */ * FROM su_p LEFT JOIN su_rec USING (store, `offset`)"),
@@ -602,7 +609,8 @@ def suspects(records: DataFrame, ptrs: DataFrame) -> DataFrame:
         f"SELECT * FROM su_j WHERE (kind = 'cq' AND size != {_PRE_BLANK} AND (r_topic IS NULL OR NOT {_CQ_OK})) "
         "OR (kind = 'ix' AND (r_topic IS NULL OR NOT array_contains(r_hashes, key_hash))) "
         f"UNION ALL SELECT /*+ SHUFFLE_HASH(su_ok) */ store, `offset`, 'r', {nulls}, r_file, r_topic, r_qid, r_qo, "
-        "r_size, r_tags, r_expects, NULL FROM su_rec LEFT ANTI JOIN su_ok USING (store, `offset`) WHERE r_expects")
+        "r_size, r_tags, r_expects, NULL, NULL FROM su_rec LEFT ANTI JOIN su_ok USING (store, `offset`) "
+        "WHERE r_expects")
     return _sql(records.sparkSession, ctes, final, inline=True, records=records, ptrs=ptrs)
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "FINDING_COLUMNS",
     "INDEX_COLUMNS",
     "KEY_HASHES",
+    "MULTI_DISPATCH",
     "arrow_schema",
     "commit_log_schema",
     "consume_queue_schema",
@@ -84,6 +85,12 @@ _BODY: Column = ("body", BinaryType(), True, "the body as stored (only with opti
 KEY_HASHES: Column = ("key_hashes", ArrayType(IntegerType(), False), True,
                       "index key hashes the record is indexed under (abs Java hash of 'topic#key' per KEYS "
                       "token and of 'topic#UNIQ_KEY'), distinct, ascending")
+#: Only when asked for by name: what the audit accepts a multi-dispatch (LMQ) unit by.
+MULTI_DISPATCH: Column = ("multi_dispatch", ArrayType(StructType([StructField("queue", StringType(), False),
+                                                                  StructField("queue_offset", LongType(), False)]),
+                                                      False), True,
+                          "multi-dispatch (LMQ) queues and queue offsets of the record, from INNER_MULTI_DISPATCH "
+                          "and INNER_MULTI_QUEUE_OFFSET; null when it has none")
 
 CONSUME_QUEUE_COLUMNS: list[Column] = [
     ("store_path", _S, False, "absolute path of the store root"),
@@ -153,9 +160,9 @@ def parse_columns(value: str | None) -> list[str] | None:
 
 def commit_log_schema(include_body: bool = False, columns: list[str] | None = None) -> StructType:
     """Rows of ``rmq_commitlog``; ``body`` is appended only when ``include_body``. ``columns``
-    picks a subset (``body`` and ``key_hashes`` may be named there too)."""
+    picks a subset (``body``, ``key_hashes`` and ``multi_dispatch`` may be named there too)."""
     if columns is not None:
-        return _pick(COMMIT_LOG_COLUMNS, columns, (_BODY, KEY_HASHES))
+        return _pick(COMMIT_LOG_COLUMNS, columns, (_BODY, KEY_HASHES, MULTI_DISPATCH))
     return _struct([*COMMIT_LOG_COLUMNS, _BODY] if include_body else COMMIT_LOG_COLUMNS)
 
 
@@ -185,6 +192,8 @@ def _arrow_type(t: DataType) -> pa.DataType:
         return pa.list_(pa.field("element", _arrow_type(t.elementType), nullable=t.containsNull))
     if isinstance(t, MapType):
         return pa.map_(_arrow_type(t.keyType), pa.field("value", _arrow_type(t.valueType), t.valueContainsNull))
+    if isinstance(t, StructType):
+        return pa.struct([pa.field(f.name, _arrow_type(f.dataType), f.nullable) for f in t.fields])
     return _ARROW_TYPES[type(t)]
 
 

@@ -22,7 +22,7 @@ later ones.)
 
 Options (all strings): ``path``/``paths`` store dirs (comma-separated, globs); ``columns``: a
 comma-separated subset of the columns (the reader then builds and ships only those; the only way
-to get ``rmq_commitlog``'s ``key_hashes``); commitlog:
+to get ``rmq_commitlog``'s ``key_hashes`` and ``multi_dispatch``); commitlog:
 ``include_body`` (false), ``include_blank`` (false: blank end-of-file records as rows),
 ``split_bytes``, ``batch_rows`` (8192); consumequeue: ``include_pre_blank`` (false),
 ``units_per_partition`` (2,000,000: small CQ files are packed into one task; 0 = one file per
@@ -329,6 +329,13 @@ def _key_hashes(c: RecordColumns, t: pa.DataType) -> pa.Array:
     return pa.ListArray.from_arrays(pa.array(offsets), pa.array(hashes[order].astype(np.int32)), type=t)
 
 
+def _multi_dispatch(c: RecordColumns, t: pa.DataType) -> pa.Array:
+    """``multi_dispatch``: each row's (queue, queue offset) pairs, null for rows without any."""
+    if c.multi_dispatch is None:
+        return pa.nulls(c.n, t)
+    return pa.array([[{"queue": q, "queue_offset": o} for q, o in md] if md else None for md in c.multi_dispatch], t)
+
+
 def _properties_map(props: list[dict[str, str]], t: pa.DataType) -> pa.Array:
     """The property dicts as one map column, built from flat key/value lists (C-level loops)."""
     offsets = np.zeros(len(props) + 1, np.int32)
@@ -380,6 +387,7 @@ def _message_batch(schema: pa.Schema, store: str, file: str, c: RecordColumns) -
         "error_detail": lambda t: pa.nulls(n, t),
         "body": lambda t: pa.array(c.body, t),
         "key_hashes": lambda t: _key_hashes(c, t),
+        "multi_dispatch": lambda t: _multi_dispatch(c, t),
     }
     return pa.RecordBatch.from_arrays([make[f.name](f.type) for f in schema], schema=schema)
 

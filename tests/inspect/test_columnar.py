@@ -14,6 +14,7 @@ import pytest
 
 from rmqlab.codec.flags import SCHEDULE_TOPIC, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
 from rmqlab.codec.message import BlankRecord, MessageRecord
+from rmqlab.codec.multi_dispatch import multi_dispatch_pairs
 from rmqlab.errors import CorruptRecord
 from rmqlab.inspect import open_snapshot
 from rmqlab.inspect.checks import Finding, _FileRecords, _walk_file, verify
@@ -48,6 +49,7 @@ def ref_walk_file(snap: StoreSnapshot, mf: Any, queue_ids: dict[tuple[str, int],
     base = mf.file_from_offset
     offs, qkey, qo, size, tags, check, sched, pairs = [], [], [], [], [], [], [], []
     newest = 0
+    multi: dict[int, tuple[Any, int]] = {}
     damage: list[Damage] = []
     end = base
     blank = False
@@ -84,6 +86,9 @@ def ref_walk_file(snap: StoreSnapshot, mf: Any, queue_ids: dict[tuple[str, int],
         check.append(rec.transaction_type not in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE))
         sched.append(rec.topic == SCHEDULE_TOPIC)
         pairs.extend(((off - base) << 31) | h for h in record_key_hashes(rec))
+        md = multi_dispatch_pairs(rec.properties)
+        if md:
+            multi[off] = (md, rec.queue_id)
         newest = max(newest, rec.store_timestamp)
     for d in damage:
         end = d.offset
@@ -97,7 +102,7 @@ def ref_walk_file(snap: StoreSnapshot, mf: Any, queue_ids: dict[tuple[str, int],
     i64 = np.int64
     return _FileRecords(np.array(offs, i64), np.array(qkey, i64), np.array(qo, i64), np.array(size, i64),
                         np.array(tags, i64), np.array(check, bool), np.array(sched, bool),
-                        np.unique(np.array(pairs, i64)), end, newest)
+                        np.unique(np.array(pairs, i64)), end, newest, multi)
 
 
 def ref_topics_log(snap: StoreSnapshot, cq_end: dict[tuple[str, int], int]) -> dict[tuple[str, int], list[int]]:
@@ -137,10 +142,16 @@ def _damaged_copies(store_copy: Callable[[str], Path]) -> list[Path]:
     return [root]
 
 
-@pytest.mark.parametrize("name", ["clean-small", "crash-tail", "damaged"])
+@pytest.mark.parametrize("name", ["clean-small", "crash-tail", "damaged", "lmq"])
 def test_same_frames_and_walks(name: str, reference_store: Callable[[str], Path],
-                               store_copy: Callable[[str], Path]) -> None:
-    root = _damaged_copies(store_copy)[0] if name == "damaged" else reference_store(name)
+                               store_copy: Callable[[str], Path], tmp_path: Path) -> None:
+    if name == "lmq":  # multi-dispatch units (the walk's ``multi`` column)
+        from tests.multi_dispatch_store import write_multi_dispatch_store
+
+        root = tmp_path / "lmq"
+        write_multi_dispatch_store(root, messages=400)
+    else:
+        root = _damaged_copies(store_copy)[0] if name == "damaged" else reference_store(name)
     with open_snapshot(root) as snap:
         for kw in ({}, {"topic": "TopicA"}, {"queue_id": 1}, {"limit": 7}, {"limit": 0}, {"start": 70000},
                    {"start": 70001, "limit": 3}, {"topic": "TopicB", "limit": 5, "start": 1000}, {"limit": 10**6}):
@@ -179,7 +190,8 @@ def test_same_frames_and_walks(name: str, reference_store: Callable[[str], Path]
                 for f in ("offs", "qkey", "qo", "size", "tags", "check", "sched", "pairs"):
                     np.testing.assert_array_equal(getattr(a, f), getattr(b, f))
                     assert getattr(a, f).dtype == getattr(b, f).dtype
-                assert (a.end, a.newest_ts) == (b.end, b.newest_ts)
+                assert (a.end, a.newest_ts, a.multi) == (b.end, b.newest_ts, b.multi)
+                assert bool(a.multi) == (name == "lmq")
         for crc in (False, True):
             got_all = list(verify(snap, check_crc=crc))
             import rmqlab.inspect.checks as v

@@ -241,3 +241,62 @@ def test_an_unreachable_item_whose_key_is_indexed_again_is_info(store_copy: Call
     with open_snapshot(root) as snap:
         info = [f for f in verify(snap) if f.kind == "index_items_unreachable"]
     assert [(f.severity, f.offset) for f in info] == [("info", item_position(64, count))]
+
+
+# ------------------------------------------------------------------ multi-dispatch (LMQ) stores
+@pytest.fixture
+def lmq_store(tmp_path: Path) -> tuple[Path, dict[tuple[str, int], list[int]]]:
+    from tests.multi_dispatch_store import write_multi_dispatch_store
+
+    root = tmp_path / "lmq"
+    return root, write_multi_dispatch_store(root)
+
+
+def test_multi_dispatch_units_are_not_damage(lmq_store: tuple[Path, dict]) -> None:
+    """A broker with enableMultiDispatch/enableLmq leaves units that point at records of another
+    topic and queue offset; they are what the records ask for, so verify finds nothing."""
+    root, units = lmq_store
+    assert {k for k, v in units.items() if v} == {("%LMQ%room-1", 0), ("%LMQ%room-2", 0), ("Fanout", 0),
+                                                  ("Fanout", 1)}
+    assert _problems(root, check_crc=True) == []
+    with open_snapshot(root) as snap:
+        _mf, cols = next(iter(snap.scan()))
+        assert cols.multi_dispatch is not None
+        assert cols.multi_dispatch[1] == (("%LMQ%room-1", 1), ("%LMQ%room-2", 0))
+        assert cols.multi_dispatch[3] == ()
+
+
+def test_plain_stores_have_no_multi_dispatch_column(reference_store: Callable[[str], Path]) -> None:
+    with open_snapshot(reference_store("clean-small")) as snap:
+        assert all(c.multi_dispatch is None for _mf, c in snap.scan())
+
+
+def _unit(path: Path, i: int) -> bytes:
+    return path.read_bytes()[i * 20 : (i + 1) * 20]
+
+
+def test_multi_dispatch_units_in_the_wrong_place_are_found(lmq_store: tuple[Path, dict]) -> None:
+    from rmqlab.testing import damage
+
+    root, _units = lmq_store
+    room1 = root / "consumequeue" / "%LMQ%room-1" / "0" / f"{0:020d}"
+    u0, u1 = _unit(room1, 0), _unit(room1, 1)
+    damage.set_bytes(room1, 0, u1)  # two units swapped: each at the other's queue offset
+    damage.set_bytes(room1, 20, u0)
+    # a unit pointing at a record that names no multi-dispatch queue (message 3 of Chat/0)
+    chat = root / "consumequeue" / "Chat" / "0" / f"{0:020d}"
+    room2 = root / "consumequeue" / "%LMQ%room-2" / "0" / f"{0:020d}"
+    damage.set_bytes(room2, 0, _unit(chat, 3))
+    # a Fanout unit in the other queue id: Fanout is not an LMQ name, so only the record's own id
+    fan0 = root / "consumequeue" / "Fanout" / "0" / f"{0:020d}"
+    fan1 = root / "consumequeue" / "Fanout" / "1" / f"{0:020d}"
+    damage.set_bytes(fan1, 0, _unit(fan0, 0))
+    found = [(f.kind, f.file, f.offset) for f in _problems(root)]
+    assert sorted(found) == sorted([
+        ("cq_not_monotonic", "consumequeue/%LMQ%room-1/0/00000000000000000000", 0),
+        ("cq_not_monotonic", "consumequeue/%LMQ%room-2/0/00000000000000000000", 0),
+        ("cq_unit_mismatch", "consumequeue/%LMQ%room-1/0/00000000000000000000", 0),
+        ("cq_unit_mismatch", "consumequeue/%LMQ%room-1/0/00000000000000000000", 20),
+        ("cq_unit_mismatch", "consumequeue/%LMQ%room-2/0/00000000000000000000", 0),
+        ("cq_unit_mismatch", "consumequeue/Fanout/1/00000000000000000000", 0),
+    ])

@@ -89,6 +89,14 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     # a CommitLog file name that is not a multiple of the file size: the audit's range-join path
     s = out["misaligned"] = _copy("clean-small", base / "misaligned")
     (s / "commitlog" / "00000000000000524288").rename(s / "commitlog" / "00000000000000524000")
+    # a broker's multi-dispatch (LMQ) units, good ones and one put at another queue offset
+    from tests.multi_dispatch_store import write_multi_dispatch_store
+
+    s = base / "lmq"
+    write_multi_dispatch_store(s)
+    out["lmq"] = s
+    room1 = s / "consumequeue" / "%LMQ%room-1" / "0" / f"{0:020d}"
+    damage.set_bytes(room1, 2 * 20 + 12, damage.read_bytes(room1, 3 * 20 + 12, 8))  # unit 2's tags = unit 3's
     # an empty store (commitlog/ exists, no files) and a store of blank records only
     empty = out["empty"] = base / "empty"
     (empty / "commitlog").mkdir(parents=True)

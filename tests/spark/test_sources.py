@@ -104,6 +104,24 @@ def test_split_bytes_gives_the_same_rows(spark: Any, stores: dict[str, Any]) -> 
     assert_df_equality(split.select(*cols), whole.select(*cols), ignore_row_order=True)
 
 
+def test_multi_dispatch_column(spark: Any, stores: dict[str, Any]) -> None:
+    """``multi_dispatch`` (asked for by name): a record's (queue, queue offset) pairs, as the
+    snapshot's scan reads them; null for records without any, and for a whole plain store."""
+    from rmqlab.inspect import open_snapshot
+
+    for name in ("lmq", "clean-small"):
+        path = store_paths(stores, name)[0]
+        rows = (spark.read.format("rmq_commitlog").option("columns", "offset,multi_dispatch").load(path)
+                .orderBy("offset").collect())
+        got = {r["offset"]: tuple((m["queue"], m["queue_offset"]) for m in r["multi_dispatch"])
+               for r in rows if r["multi_dispatch"] is not None}
+        with open_snapshot(path) as snap:
+            want = {int(c.offset[i]): md for _mf, c in snap.scan() for i, md in enumerate(c.multi_dispatch or ())
+                    if md}
+        assert got == want
+        assert bool(got) == (name == "lmq")
+
+
 def test_consume_queue_rows_equal_snapshot(spark: Any, stores: dict[str, Any]) -> None:
     from chispa import assert_df_equality
 

@@ -42,6 +42,10 @@ class MessageStoreConfig:
     max_msgs_num_batch: int = 64
     message_index_enable: bool = True
     message_index_safe: bool = False
+    # multi-dispatch (LMQ): units of a record that names extra queues in INNER_MULTI_DISPATCH
+    # go to those queues too (spec §3.2); %LMQ% queues in queue id 0 with enable_lmq
+    enable_multi_dispatch: bool = False
+    enable_lmq: bool = False
 
     # --- limits ------------------------------------------------------------------------------
     max_message_size: int = 1024 * 1024 * 4

@@ -22,6 +22,7 @@ zeros, so the files are byte for byte what they would be without it.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 import itertools
 import logging
@@ -57,7 +58,8 @@ from rmqlab.codec.message import (
     topic_field,
 )
 from rmqlab.codec.msg_id import UniqKeyGenerator, create_offset_msg_id, ip_to_bytes
-from rmqlab.codec.names import validate_topic
+from rmqlab.codec.multi_dispatch import MULTI_DISPATCH_QUEUE_SPLITTER, java_split
+from rmqlab.codec.names import is_lmq_topic, validate_topic
 from rmqlab.codec.properties import decode_properties, raw_property_value
 from rmqlab.config import MessageStoreConfig
 from rmqlab.errors import DiskFull, InvalidTopic, RmqlabError
@@ -775,6 +777,9 @@ class CommitLog:
             bad = self.check_message(msg)
             if bad is not None:
                 return bad
+            if self.config.enable_multi_dispatch and msg.properties and \
+                    (msg.properties.get(flags.PROPERTY_INNER_MULTI_DISPATCH) or "").strip():
+                return self._put_multi_dispatch(msg, now, uniq or None)
             # the UNIQ_KEY and time the fast path already drew, if any: the record it would have made
             enc = self.encode_record(msg, now, uniq or None)
             if isinstance(enc, PutMessageResult):
@@ -784,6 +789,52 @@ class CommitLog:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason=str(e))
         except BAD_FIELD_ERRORS:  # nothing was written
             return refuse_bad_fields([msg])
+
+    def _put_multi_dispatch(self, msg: Message, now: int, uniq: str | None) -> PutMessageResult:
+        """A message naming multi-dispatch queues (``enable_multi_dispatch``): 4.9.8's
+        ``MultiDispatch.wrapMultiDispatch`` under the put lock -- each named queue's next offset
+        (key ``name-queueId``, queue id 0 for a ``%LMQ%`` name with ``enable_lmq``) read from the
+        queue offset table into ``INNER_MULTI_QUEUE_OFFSET`` (replacing any the producer set), the
+        record encoded again with it (no WAIT, the broker's map order), and once it is appended as
+        a NOT/COMMIT message every named queue's offset moved on (``updateMultiQueueOffset``).
+
+        Refused (MESSAGE_ILLEGAL, with why): delayed messages, whose rewrite to the schedule topic
+        would dispatch them to the named queues before they are due, and 5.3.3 emulation, whose
+        offset assignment (``ConsumeQueue.assignQueueOffset``) rmqlab does not model; a 5.3.3
+        store takes such messages when the producer sets ``INNER_MULTI_QUEUE_OFFSET`` itself.
+        """
+        props = msg.properties or {}
+        if self.config.rocketmq_version != "4.9.8":
+            if (props.get(flags.PROPERTY_INNER_MULTI_QUEUE_OFFSET) or "").strip():
+                enc = self.encode_record(msg, now, uniq)
+                return enc if isinstance(enc, PutMessageResult) else self._put([enc])
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason=(
+                "rmqlab assigns INNER_MULTI_QUEUE_OFFSET as RocketMQ 4.9.8 does; with rocketmq_version "
+                f"{self.config.rocketmq_version} set it in the message's properties"))
+        if msg.delay_time_level > 0 or props.get(flags.PROPERTY_DELAY_TIME_LEVEL):
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                    reason="a delayed message cannot name multi-dispatch queues in rmqlab")
+        lmq = self.config.enable_lmq
+        keys = [f"{n}-{0 if lmq and is_lmq_topic(n) else msg.queue_id}"
+                for n in java_split(props[flags.PROPERTY_INNER_MULTI_DISPATCH], MULTI_DISPATCH_QUEUE_SPLITTER)]
+        moves = (msg.sys_flag & _TX_MASK) not in _NO_QUEUE_OFFSET
+        offsets: list[int] = []
+
+        def prepare() -> list[EncodedRecord] | PutMessageResult:
+            table = self.topic_queue_table
+            offsets[:] = [table.get(k, 0) for k in keys]
+            value = MULTI_DISPATCH_QUEUE_SPLITTER.join(map(str, offsets))
+            wrapped = dataclasses.replace(msg, properties={**props, flags.PROPERTY_INNER_MULTI_QUEUE_OFFSET: value})
+            enc = self.encode_record(wrapped, now, uniq)
+            return enc if isinstance(enc, PutMessageResult) else [enc]
+
+        def appended() -> None:
+            if moves:
+                table = self.topic_queue_table
+                for k, o in zip(keys, offsets, strict=True):
+                    table[k] = o + 1
+
+        return self._put([], prepare=prepare, appended=appended)
 
     def _new_shape(self, skey: tuple, msg: Message, ks: str) -> _Shape | None:
         if len(self._shapes) >= _MAX_SHAPES:
@@ -1762,14 +1813,23 @@ class CommitLog:
             self.on_put(result.append_result)  # type: ignore[arg-type]
         return result
 
-    def _put(self, encoded: list[EncodedRecord]) -> PutMessageResult:
-        total = sum(len(e.data) for e in encoded) if len(encoded) > 1 else len(encoded[0].data)
+    def _put(self, encoded: list[EncodedRecord], *,
+             prepare: Callable[[], list[EncodedRecord] | PutMessageResult] | None = None,
+             appended: Callable[[], None] | None = None) -> PutMessageResult:
+        """Append ``encoded`` under the put lock. ``prepare`` (under the lock, first) makes the
+        records instead, from the queue offset table; ``appended`` runs once they are in."""
         lock = self.put_lock
         if lock.locked():
             wait_until_free(lock)
         with lock:
             if not self.writeable:
                 return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason=self.not_writeable_reason)
+            if prepare is not None:
+                got = prepare()
+                if isinstance(got, PutMessageResult):
+                    return got
+                encoded = got
+            total = sum(len(e.data) for e in encoded) if len(encoded) > 1 else len(encoded[0].data)
             now = self.clock.now_ms()
             table = self.topic_queue_table
             end0 = self.mapped_file_queue.get_max_wrote_position()
@@ -1800,6 +1860,8 @@ class CommitLog:
                         self._restore_queue_offsets(saved)
                         return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason=_TOO_BIG)
                 mf.store_timestamp = now
+                if appended is not None:
+                    appended()
             except BaseException:
                 self._settle_interrupted(end0, total, saved, encoded)
                 raise

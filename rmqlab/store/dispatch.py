@@ -11,6 +11,7 @@ Pre-faulting the CommitLog ahead of its writer is not done here but by a service
 
 from __future__ import annotations
 
+import logging
 import struct
 import threading
 from bisect import bisect_right
@@ -23,7 +24,8 @@ import numpy as np
 
 from rmqlab.codec import flags
 from rmqlab.codec.java_hash import java_hash, java_hash_ranges
-from rmqlab.codec.names import validate_topic
+from rmqlab.codec.multi_dispatch import multi_dispatch_pairs
+from rmqlab.codec.names import is_lmq_topic, validate_topic
 from rmqlab.codec.properties import decode_properties
 from rmqlab.codec.scan import _byte_source, _properties
 from rmqlab.codec.walk import DispatchRequest, check_message_and_return_size, new_dispatch_request
@@ -54,6 +56,7 @@ _HINT_HEAD = struct.Struct(">ii12xqq")  # TOTALSIZE, MAGICCODE, QUEUEOFFSET@20, 
 _LONG = struct.Struct(">q")
 _INT = struct.Struct(">i")
 _CQ_TYPES = (flags.TRANSACTION_NOT_TYPE, flags.TRANSACTION_COMMIT_TYPE)
+log = logging.getLogger(__name__)
 BATCH_RECORDS = 4096  # records reput gathers before dispatching them together
 REDISPATCH_BATCH = 1 << 14  # records recovery re-dispatches together
 # Below this many records behind, reput dispatches one by one: a batch round has ~0.2 ms of
@@ -212,26 +215,67 @@ class CommitLogDispatcher(Protocol):
 
 
 class CommitLogDispatcherBuildConsumeQueue:
-    """Appends a CQ unit for NOT and COMMIT transaction types (PREPARED/ROLLBACK never enter a CQ)."""
+    """Appends a CQ unit for NOT and COMMIT transaction types (PREPARED/ROLLBACK never enter a CQ).
+
+    With ``multi_dispatch`` (``enableMultiDispatch``), a record whose properties name extra
+    queues and their offsets (``INNER_MULTI_DISPATCH``, ``INNER_MULTI_QUEUE_OFFSET``) also gets
+    its unit in each, once its own unit is stored: ``multiDispatchLmqQueue`` (spec §3.2). The
+    queue id is 0 for a ``%LMQ%`` name with ``lmq`` (``enableLmq``), else the record's. Where
+    RocketMQ's dispatcher throws and reput retries the record forever (an offset
+    ``Long.parseLong`` rejects) or creates a directory outside ``consumequeue/`` (4.9.8, a name
+    with a path separator), rmqlab writes no extra unit for that record or name and logs why.
+    """
 
     def __init__(self, consume_queue_store: ConsumeQueueStore, checkpoint: StoreCheckpoint,
-                 bus: EventBus) -> None:
+                 bus: EventBus, *, multi_dispatch: bool = False, lmq: bool = False) -> None:
         self.cq_store = consume_queue_store
         self.checkpoint = checkpoint
         self.bus = bus
+        self.multi_dispatch = multi_dispatch
+        self.lmq = lmq
 
     def dispatch(self, req: DispatchRequest) -> None:
         if (req.sys_flag & _TX_MASK) not in _CQ_TYPES:
             return
-        if self.cq_store.put_message_position_info(
+        stored = self.cq_store.put_message_position_info(
             req.topic, req.queue_id, req.commit_log_offset, req.msg_size, req.tags_code,
             req.consume_queue_offset,
-        ):
+        )
+        if stored:
             self.checkpoint.logics_msg_timestamp = req.store_timestamp
         if self.bus.active:
             self.bus.publish(Dispatched(req.topic, req.queue_id, req.consume_queue_offset,
                                         req.commit_log_offset, req.msg_size, req.tags_code,
                                         req.store_timestamp))
+        if stored and self.multi_dispatch and req.properties:
+            self._dispatch_multi(req)
+
+    def _dispatch_multi(self, req: DispatchRequest) -> None:
+        props = req.properties
+        assert props is not None
+        if flags.PROPERTY_INNER_MULTI_DISPATCH not in props:
+            return
+        pairs = multi_dispatch_pairs(props)
+        if not pairs:
+            if (props.get(flags.PROPERTY_INNER_MULTI_DISPATCH) or "").strip() and \
+                    (props.get(flags.PROPERTY_INNER_MULTI_QUEUE_OFFSET) or "").strip():
+                log.warning("record at %d: INNER_MULTI_DISPATCH %r / INNER_MULTI_QUEUE_OFFSET %r cannot be read "
+                            "(RocketMQ's reput would retry this record forever); no multi-dispatch units",
+                            req.commit_log_offset, props.get(flags.PROPERTY_INNER_MULTI_DISPATCH),
+                            props.get(flags.PROPERTY_INNER_MULTI_QUEUE_OFFSET))
+            return
+        for name, queue_offset in pairs:
+            queue_id = 0 if self.lmq and is_lmq_topic(name) else req.queue_id
+            try:
+                cq = self.cq_store.find_consume_queue(name, queue_id)
+            except InvalidTopic as e:
+                log.warning("record at %d: no multi-dispatch unit for queue %r: %s", req.commit_log_offset, name, e)
+                continue
+            assert cq is not None
+            cq.put_message_position_info(req.commit_log_offset, req.msg_size, req.tags_code, queue_offset)
+            if self.bus.active:
+                self.bus.publish(Dispatched(name, queue_id, queue_offset, req.commit_log_offset, req.msg_size,
+                                            req.tags_code, req.store_timestamp))
 
 
 class CommitLogDispatcherBuildIndex:
@@ -318,8 +362,8 @@ class ReputMessageService:
         subscribed to events and no crash point armed inside dispatch (each of those needs the
         per-record order of side effects)."""
         ds = self.dispatchers
-        if len(ds) != 2 or type(ds[0]) is not CommitLogDispatcherBuildConsumeQueue:
-            return False
+        if len(ds) != 2 or type(ds[0]) is not CommitLogDispatcherBuildConsumeQueue or ds[0].multi_dispatch:
+            return False  # (multi-dispatch reads each record's properties: the per-record path)
         if type(ds[1]) is not CommitLogDispatcherBuildIndex:
             return False
         bus = ds[0].bus

@@ -276,7 +276,8 @@ class MessageStore:
         self.reput = ReputMessageService(
             self.commit_log,
             [
-                CommitLogDispatcherBuildConsumeQueue(self.consume_queue_store, self.checkpoint, self.bus),
+                CommitLogDispatcherBuildConsumeQueue(self.consume_queue_store, self.checkpoint, self.bus,
+                                                     multi_dispatch=c.enable_multi_dispatch, lmq=c.enable_lmq),
                 CommitLogDispatcherBuildIndex(self.index_service, c.message_index_enable),
             ],
             rocketmq_version=c.rocketmq_version,

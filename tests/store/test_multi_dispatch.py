@@ -1,0 +1,212 @@
+"""Multi-dispatch (LMQ) in the engine: enable_multi_dispatch / enable_lmq dispatch a record's unit
+into the queues its INNER_MULTI_DISPATCH names, at the offsets INNER_MULTI_QUEUE_OFFSET gives."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rmqlab.clock import ManualClock
+from rmqlab.config import MessageStoreConfig
+from rmqlab.events import Dispatched, EventRecorder
+from rmqlab.inspect import open_snapshot
+from rmqlab.store.message import Message
+from rmqlab.store.message_store import MessageStore
+from rmqlab.store.results import GetMessageStatus
+from rmqlab.testing.crash import simulate_process_kill
+from tests.multi_dispatch_store import ROUTES, write_multi_dispatch_store
+
+
+def _put_routed(store: MessageStore, clock: ManualClock, start: int, n: int, lmq: bool = True) -> None:
+    """Messages ``start..start+n`` as ``write_multi_dispatch_store`` puts them, offsets from the queues."""
+    for i in range(start, start + n):
+        queue_id = (i // len(ROUTES)) % 2
+        names = ROUTES[i % len(ROUTES)]
+        props = {}
+        if names:
+            offs = [store.get_max_offset_in_queue(q, 0 if lmq and q.startswith("%LMQ%") else queue_id)
+                    for q in names]
+            props = {"INNER_MULTI_DISPATCH": ",".join(names), "INNER_MULTI_QUEUE_OFFSET": ",".join(map(str, offs))}
+        r = store.put_message(Message("Chat", b"hello %d " % i * (1 + i % 5), tags=f"T{i % 3}", keys=[f"k{i}"],
+                                      queue_id=queue_id, properties=props))
+        assert r.ok, r
+        store.step()  # the next message's offsets read the queues (a broker reads its offset table)
+        clock.advance(1000)
+
+
+def _cq_bytes(root: Path) -> dict[str, bytes]:
+    files = sorted((root / "consumequeue").rglob("0*"))
+    return {str(p.relative_to(root)): p.read_bytes() for p in files if p.is_file()}
+
+
+def _open(root: Path, clock: ManualClock, **changes: object) -> MessageStore:
+    config = MessageStoreConfig.small(str(root), **changes)
+    return MessageStore.open(str(root), config, clock=clock, threaded=False)
+
+
+def test_units_are_those_a_broker_writes(tmp_path: Path) -> None:
+    """Byte for byte the consume queues of ``write_multi_dispatch_store`` (4.9.8's dispatcher, by hand)."""
+    write_multi_dispatch_store(tmp_path / "want", messages=40)
+    clock = ManualClock()
+    with _open(tmp_path / "got", clock, enable_multi_dispatch=True, enable_lmq=True) as store:
+        _put_routed(store, clock, 0, 40)
+        got = store.get_message("g", "%LMQ%room-1", 0, 0, 32)
+        with got:
+            assert got.status is GetMessageStatus.FOUND
+            assert [m.decode().body for m in got.messages] == [
+                b"hello %d " % i * (1 + i % 5) for i in range(40) if "%LMQ%room-1" in ROUTES[i % len(ROUTES)]]
+        assert store.get_max_offset_in_queue("Fanout", 1) == 5
+    assert _cq_bytes(tmp_path / "got") == _cq_bytes(tmp_path / "want")
+    with open_snapshot(tmp_path / "got") as snap:
+        assert [f for f in snap.verify() if f.severity != "info"] == []
+
+
+def test_without_enable_lmq_an_lmq_name_keeps_the_record_queue_id(tmp_path: Path) -> None:
+    clock = ManualClock()
+    with _open(tmp_path / "s", clock, enable_multi_dispatch=True) as store:
+        _put_routed(store, clock, 0, 16, lmq=False)
+        assert store.get_max_offset_in_queue("%LMQ%room-1", 0) == 4
+        assert store.get_max_offset_in_queue("%LMQ%room-1", 1) == 4
+    with open_snapshot(tmp_path / "s") as snap:
+        assert [f for f in snap.verify() if f.severity != "info"] == []
+
+
+def test_off_by_default_as_in_rocketmq(tmp_path: Path) -> None:
+    clock = ManualClock()
+    with _open(tmp_path / "s", clock) as store:
+        _put_routed(store, clock, 0, 8)
+        assert store.get_max_offset_in_queue("Chat", 0) == 4
+        assert store.consume_queue_store.find_consume_queue("%LMQ%room-1", 0, create=False) is None
+    assert not (tmp_path / "s" / "consumequeue" / "%LMQ%room-1").exists()
+
+
+def test_dispatched_events_and_unreadable_offsets(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Records a broker stored with offsets its dispatcher cannot read: rmqlab skips their extra
+    units (RocketMQ's reput would retry the record forever) and says so; names RocketMQ would
+    turn into a directory outside ``consumequeue/`` get no unit."""
+    clock = ManualClock()
+    root = tmp_path / "s"
+    store = _open(root, clock)  # off: the properties are stored as given, as by a broker's producer
+    for props in ({"INNER_MULTI_DISPATCH": "%LMQ%a,%LMQ%b", "INNER_MULTI_QUEUE_OFFSET": "0,0"},
+                  {"INNER_MULTI_DISPATCH": "%LMQ%a", "INNER_MULTI_QUEUE_OFFSET": "x"},  # parseLong fails
+                  {"INNER_MULTI_DISPATCH": "%LMQ%a,../x", "INNER_MULTI_QUEUE_OFFSET": "1,0"}):  # a bad name
+        assert store.put_message(Message("Chat", b"m", queue_id=3, properties=props)).ok
+    simulate_process_kill(store)  # never dispatched: recovery dispatches them
+    with _open(root, clock, enable_multi_dispatch=True, enable_lmq=True) as store:
+        store.step()
+        assert store.get_max_offset_in_queue("Chat", 3) == 3
+        assert store.get_max_offset_in_queue("%LMQ%a", 0) == 2  # records 1 and 3
+        assert store.get_max_offset_in_queue("%LMQ%b", 0) == 1
+        rec = EventRecorder(store.bus)  # and a put now: the unit's events, its own first
+        named = {"INNER_MULTI_DISPATCH": "%LMQ%b,%LMQ%a"}
+        r = store.put_message(Message("Chat", b"m", queue_id=3, properties=named))
+        store.step()
+        got = [(e.topic, e.queue_id, e.queue_offset) for e in rec.of(Dispatched)]
+        assert got == [("Chat", 3, 3), ("%LMQ%b", 0, 1), ("%LMQ%a", 0, 2)]
+        assert {e.commit_log_offset for e in rec.of(Dispatched)} == {r.wrote_offset}
+    assert "cannot be read" in caplog.text
+    assert "'../x'" in caplog.text
+    assert not (tmp_path / "x").exists()
+
+
+def test_the_store_assigns_the_offsets_as_4_9_8(tmp_path: Path) -> None:
+    """Messages that only name their queues: the store sets INNER_MULTI_QUEUE_OFFSET from its
+    queue offset table under the put lock (a producer's own value is replaced), in the broker
+    map's order without WAIT, and moves the offsets on; the queues and their bytes are those a
+    broker's dispatcher leaves, and the offsets carry on after a reopen."""
+    from rmqlab.codec.properties import java_hashmap_order
+
+    write_multi_dispatch_store(tmp_path / "want", messages=40)
+    clock = ManualClock()
+    root = tmp_path / "got"
+    with _open(root, clock, enable_multi_dispatch=True, enable_lmq=True) as store:
+        for i in range(40):
+            names = ROUTES[i % len(ROUTES)]
+            props = {"INNER_MULTI_DISPATCH": ",".join(names), "INNER_MULTI_QUEUE_OFFSET": "99"} if names else {}
+            r = store.put_message(Message("Chat", b"hello %d " % i * (1 + i % 5), tags=f"T{i % 3}", keys=[f"k{i}"],
+                                          queue_id=(i // len(ROUTES)) % 2, properties=props))
+            assert r.ok, r
+            if i % 3 == 0:
+                store.step()  # dispatch may lag: the offsets come from the put side's table
+            clock.advance(1000)
+        store.step()
+        five = store.get_message("g", "Chat", 1, 0, 32)
+        with five:
+            md = [m.decode() for m in five.messages if "INNER_MULTI_DISPATCH" in m.decode().properties]
+        assert md
+        for m in md:
+            keys = list(m.properties)
+            inserted = ["KEYS", "TAGS", "WAIT", "INNER_MULTI_DISPATCH", "UNIQ_KEY", "CLUSTER",
+                        "INNER_MULTI_QUEUE_OFFSET"]
+            assert keys == [k for k in java_hashmap_order(inserted, 16) if k != "WAIT"]
+    assert _cq_bytes(root) == _cq_bytes(tmp_path / "want")
+    with _open(root, clock, enable_multi_dispatch=True, enable_lmq=True) as store:
+        r = store.put_message(Message("Chat", b"after", properties={"INNER_MULTI_DISPATCH": "%LMQ%room-1,Fanout"},
+                                      queue_id=1))
+        assert r.ok
+        assert store.look_message_by_offset(r.wrote_offset).properties["INNER_MULTI_QUEUE_OFFSET"] == "20,5"
+        store.step()
+        assert store.get_max_offset_in_queue("%LMQ%room-1", 0) == 21
+        assert store.get_max_offset_in_queue("Fanout", 1) == 6
+
+
+def test_prepared_messages_get_offsets_that_do_not_move(tmp_path: Path) -> None:
+    clock = ManualClock()
+    with _open(tmp_path / "s", clock, enable_multi_dispatch=True, enable_lmq=True) as store:
+        prepared = 0x4  # TRANSACTION_PREPARED_TYPE: offsets written, not moved on (never dispatched)
+        for sys_flag, want in ((prepared, "0"), (0, "0"), (prepared, "1"), (0, "1")):
+            r = store.put_message(Message("Chat", b"m", sys_flag=sys_flag,
+                                          properties={"INNER_MULTI_DISPATCH": "%LMQ%a"}))
+            assert r.ok, r
+            assert store.look_message_by_offset(r.wrote_offset).properties["INNER_MULTI_QUEUE_OFFSET"] == want
+        store.step()
+        assert store.get_max_offset_in_queue("%LMQ%a", 0) == 2
+
+
+def test_refused_where_rmqlab_cannot_do_what_the_broker_does(tmp_path: Path) -> None:
+    clock = ManualClock()
+    named = {"INNER_MULTI_DISPATCH": "%LMQ%a"}
+    with _open(tmp_path / "a", clock, enable_multi_dispatch=True) as store:
+        r = store.put_message(Message("Chat", b"m", delay_time_level=3, properties=named))
+        assert r.status.name == "MESSAGE_ILLEGAL"
+        assert "delayed" in r.reason
+    with _open(tmp_path / "b", clock, enable_multi_dispatch=True, enable_lmq=True, rocketmq_version="5.3.3") as store:
+        r = store.put_message(Message("Chat", b"m", properties=named))
+        assert r.status.name == "MESSAGE_ILLEGAL"
+        assert "4.9.8" in r.reason
+        r = store.put_message(Message("Chat", b"m", properties={**named, "INNER_MULTI_QUEUE_OFFSET": "0"}))
+        assert r.ok
+        store.step()
+        assert store.get_max_offset_in_queue("%LMQ%a", 0) == 1
+
+
+def test_recovery_dispatches_what_the_crash_left_undispatched(tmp_path: Path) -> None:
+    """Records written but not dispatched before a kill: reopened with the same config, reput
+    builds their units in the multi-dispatch queues too (the answers the broker would give)."""
+    clock = ManualClock()
+    root = tmp_path / "s"
+    store = _open(root, clock, enable_multi_dispatch=True, enable_lmq=True)
+    _put_routed(store, clock, 0, 20)
+    for i in range(20, 28):  # put, never dispatched: offsets from the broker's own count
+        names = ROUTES[i % len(ROUTES)]
+        props = {}
+        if names:
+            base = [sum(1 for j in range(i) if q in ROUTES[j % len(ROUTES)] and
+                        (q.startswith("%LMQ%") or (j // len(ROUTES)) % 2 == (i // len(ROUTES)) % 2)) for q in names]
+            props = {"INNER_MULTI_DISPATCH": ",".join(names), "INNER_MULTI_QUEUE_OFFSET": ",".join(map(str, base))}
+        assert store.put_message(Message("Chat", b"late %d" % i, queue_id=(i // len(ROUTES)) % 2,
+                                         properties=props)).ok
+    store.commit_log.mapped_file_queue.flush(0)
+    simulate_process_kill(store)
+    assert store.get_max_offset_in_queue("%LMQ%room-1", 0) == 10  # what dispatch had done
+    with _open(root, clock, enable_multi_dispatch=True, enable_lmq=True) as again:
+        again.step()
+        assert again.get_max_offset_in_queue("%LMQ%room-1", 0) == 14
+        assert again.get_max_offset_in_queue("%LMQ%room-2", 0) == 14
+        got = again.get_message("g", "%LMQ%room-2", 0, 10, 32)
+        with got:
+            assert [m.decode().body for m in got.messages] == [b"late %d" % i for i in range(20, 28)
+                                                                if "%LMQ%room-2" in ROUTES[i % len(ROUTES)]]
+    with open_snapshot(root) as snap:
+        assert [f for f in snap.verify() if f.severity != "info"] == []

@@ -260,7 +260,8 @@ class CommitLogDispatcherBuildConsumeQueue:
             if (props.get(flags.PROPERTY_INNER_MULTI_DISPATCH) or "").strip() and \
                     (props.get(flags.PROPERTY_INNER_MULTI_QUEUE_OFFSET) or "").strip():
                 log.warning("record at %d: INNER_MULTI_DISPATCH %r / INNER_MULTI_QUEUE_OFFSET %r cannot be read "
-                            "(RocketMQ's reput would retry this record forever); no multi-dispatch units",
+                            "(different counts: RocketMQ logs it; an offset Long.parseLong rejects: RocketMQ's "
+                            "reput retries the record forever); no multi-dispatch units",
                             req.commit_log_offset, props.get(flags.PROPERTY_INNER_MULTI_DISPATCH),
                             props.get(flags.PROPERTY_INNER_MULTI_QUEUE_OFFSET))
             return

@@ -96,3 +96,12 @@ def test_notebook_06_shows_a_torn_unit_cut_and_the_late_order_found(executed: di
     line = next(ln for ln in text.splitlines() if ln.startswith("late order written at"))
     written, found = line.removeprefix("late order written at ").split(" | found by key at ")
     assert found == f"[{written}]"
+
+
+def test_notebook_03_shows_one_record_in_three_queues(executed: dict[str, dict[str, Any]]) -> None:
+    text = _stream_text(executed["03_dispatch_and_consume_queues.ipynb"]["nb"])
+    assert "%LMQ%alice,%LMQ%bob -> offsets 0,0" in text
+    assert "%LMQ%alice,%LMQ%bob -> offsets 1,2" in text
+    line = next(ln for ln in text.splitlines() if ln.startswith("lmq units:"))
+    assert line.count("%LMQ%alice/0") == 2
+    assert line.count("%LMQ%bob/0") == 3

@@ -46,6 +46,7 @@ class MessageStoreConfig:
     # go to those queues too (spec §3.2); %LMQ% queues in queue id 0 with enable_lmq
     enable_multi_dispatch: bool = False
     enable_lmq: bool = False
+    max_lmq_consume_queue_num: int = 20000  # with both on: puts naming queues refused past this many LMQ queues
 
     # --- limits ------------------------------------------------------------------------------
     max_message_size: int = 1024 * 1024 * 4

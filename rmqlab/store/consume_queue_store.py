@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
+from rmqlab.codec.names import is_lmq_topic
 from rmqlab.errors import InvalidTopic
 from rmqlab.events import EventBus, RecoveryStep
 from rmqlab.files.mapped_file_queue import LoadError
@@ -63,6 +64,7 @@ class ConsumeQueueStore:
         self.skipped: list[tuple[str, str]] = []  # (path, reason) of dirs load() ignored
         self.load_error: LoadError | str = ""  # why load() returned False: the file and its sizes
         self._lock = threading.Lock()
+        self.lmq_queue_count = 0  # queues of %LMQ% topics (DefaultMessageStore.lmqConsumeQueueNum)
 
     def _new_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         return ConsumeQueue(
@@ -95,6 +97,8 @@ class ConsumeQueueStore:
             if cq is None:
                 cq = self._new_queue(topic, queue_id)  # validates first: no entry if invalid
                 self.consume_queue_table.setdefault(topic, {})[queue_id] = cq
+                if is_lmq_topic(topic):
+                    self.lmq_queue_count += 1
             return cq
 
     def all_queues(self) -> Iterator[tuple[str, int, ConsumeQueue]]:
@@ -241,6 +245,8 @@ class ConsumeQueueStore:
             cq = queues.pop(queue_id, None) if queues is not None else None
             if queues is not None and not queues:
                 del self.consume_queue_table[topic]
+            if cq is not None and is_lmq_topic(topic):
+                self.lmq_queue_count -= 1
         if cq is None:
             return False
         cq.destroy()

@@ -29,7 +29,7 @@ import numpy as np
 from rmqlab import faults
 from rmqlab.clock import Clock, SystemClock
 from rmqlab.codec.batch import MessageBatch
-from rmqlab.codec.flags import BLANK_MAGIC_CODE, BORNHOST_V6_FLAG, SCHEDULE_TOPIC
+from rmqlab.codec.flags import BLANK_MAGIC_CODE, BORNHOST_V6_FLAG, PROPERTY_INNER_MULTI_DISPATCH, SCHEDULE_TOPIC
 from rmqlab.codec.message import PHYSICAL_OFFSET_POSITION, MessageRecord, decode_message
 from rmqlab.codec.names import is_lmq_topic, is_system_topic
 from rmqlab.codec.scan import header_hop
@@ -273,6 +273,7 @@ class MessageStore:
             bus=self.bus,
         )
         self.abort_file = AbortFile(self.root, rocketmq_version=c.rocketmq_version)
+        self._lmq_limit = c.enable_lmq and c.enable_multi_dispatch  # checkLmqMessage on puts
         self.reput = ReputMessageService(
             self.commit_log,
             [
@@ -696,6 +697,10 @@ class MessageStore:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason="store is not running")
         if self.memory_store is not None and self._is_memory_topic(msg.topic):
             return self.memory_store.put_message(msg)
+        if self._lmq_limit and msg.properties and self._lmq_exceeded(msg):
+            return PutMessageResult(PutMessageStatus.LMQ_CONSUME_QUEUE_NUM_EXCEEDED, reason=(
+                f"{self.consume_queue_store.lmq_queue_count} LMQ consume queues exceed max_lmq_consume_queue_num "
+                f"{self.config.max_lmq_consume_queue_num}"))
         result = self.commit_log.put_message(msg)
         if result.status is _PUT_OK:
             if self._asleep:
@@ -736,6 +741,12 @@ class MessageStore:
         if self._dispatch_bound and result.status is _PUT_OK:
             self._bound_dispatch_lag()
         return result
+
+    def _lmq_exceeded(self, msg: Message) -> bool:
+        """4.9.8's ``checkLmqMessage``: a message naming multi-dispatch queues, once the store
+        holds more LMQ consume queues than ``max_lmq_consume_queue_num``."""
+        named = (msg.properties or {}).get(PROPERTY_INNER_MULTI_DISPATCH) or ""
+        return bool(named.strip()) and self.consume_queue_store.lmq_queue_count > self.config.max_lmq_consume_queue_num
 
     def _note_nap(self) -> None:
         self._asleep = True

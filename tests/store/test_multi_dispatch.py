@@ -210,3 +210,28 @@ def test_recovery_dispatches_what_the_crash_left_undispatched(tmp_path: Path) ->
                                                                 if "%LMQ%room-2" in ROUTES[i % len(ROUTES)]]
     with open_snapshot(root) as snap:
         assert [f for f in snap.verify() if f.severity != "info"] == []
+
+
+def test_lmq_queue_limit(tmp_path: Path) -> None:
+    """4.9.8's checkLmqMessage: past max_lmq_consume_queue_num LMQ queues a put naming queues is
+    refused with LMQ_CONSUME_QUEUE_NUM_EXCEEDED (others go on); the count survives a reopen and
+    falls when a queue is destroyed."""
+    clock = ManualClock()
+    root = tmp_path / "s"
+    changes = {"enable_multi_dispatch": True, "enable_lmq": True, "max_lmq_consume_queue_num": 2}
+    with _open(root, clock, **changes) as store:
+        for name in ("%LMQ%a", "%LMQ%b", "%LMQ%c"):
+            assert store.put_message(Message("Chat", b"m", properties={"INNER_MULTI_DISPATCH": name})).ok
+            store.step()
+        assert store.consume_queue_store.lmq_queue_count == 3
+        r = store.put_message(Message("Chat", b"m", properties={"INNER_MULTI_DISPATCH": "%LMQ%a"}))
+        assert r.status.name == "LMQ_CONSUME_QUEUE_NUM_EXCEEDED"
+        assert "3 LMQ consume queues" in r.reason
+        assert store.put_message(Message("Chat", b"plain")).ok
+    with _open(root, clock, **changes) as store:
+        assert store.consume_queue_store.lmq_queue_count == 3
+        assert store.consume_queue_store.destroy_queue("%LMQ%c", 0)
+        assert store.consume_queue_store.lmq_queue_count == 2
+        assert store.put_message(Message("Chat", b"m", properties={"INNER_MULTI_DISPATCH": "%LMQ%a"})).ok
+    with _open(root, clock, enable_multi_dispatch=True, max_lmq_consume_queue_num=0) as store:  # enable_lmq off
+        assert store.put_message(Message("Chat", b"m", properties={"INNER_MULTI_DISPATCH": "%LMQ%a"})).ok

@@ -186,6 +186,9 @@ def _size_hint(err: object, field: str) -> str:
     return f"; a store written with that size opens with MessageStoreConfig({field}={size})"
 
 
+#: topics 4.9.8's cleanUnusedTopic never deletes (besides LMQ topics)
+_KEPT_UNUSED_V4 = frozenset({SCHEDULE_TOPIC, "RMQ_SYS_TRANS_OP_HALF_TOPIC"})
+
 class MessageStore:
     """A RocketMQ store directory opened for writing. Use :meth:`open`.
 
@@ -1238,11 +1241,12 @@ class MessageStore:
 
     def clean_unused_topic(self, retain_topics: Sequence[str] | set[str]) -> list[str]:
         """Admin ``cleanUnusedTopic``: delete the queues of every topic not in ``retain_topics``,
-        except ``SCHEDULE_TOPIC_XXXX`` (4.9.8) or system and LMQ topics (5.x). Returns them."""
+        except ``SCHEDULE_TOPIC_XXXX``, ``RMQ_SYS_TRANS_OP_HALF_TOPIC`` and LMQ topics (4.9.8)
+        or system and LMQ topics (5.x). Returns them."""
         retain = set(retain_topics)
         candidates = [t for t in self.consume_queue_store.consume_queue_table if t not in retain]
         if self.config.is_v4:
-            candidates = [t for t in candidates if t != SCHEDULE_TOPIC]
+            candidates = [t for t in candidates if t not in _KEPT_UNUSED_V4 and not is_lmq_topic(t)]
         else:
             candidates = [t for t in candidates if not (is_system_topic(t) or is_lmq_topic(t))]
         return self.delete_topics(candidates)

@@ -110,7 +110,8 @@ def test_empty_last_file_is_kept_as_created_just_now(tmp_path: Path) -> None:
 @pytest.mark.parametrize("version", VERSIONS)
 def test_delete_topics_and_clean_unused_topic(tmp_path: Path, version: str) -> None:
     with open_store(tmp_path, version) as store:
-        for topic in ("A", "B", "C", "%LMQ%x", "RMQ_SYS_TRACE_TOPIC", "SCHEDULE_TOPIC_XXXX"):
+        for topic in ("A", "B", "C", "%LMQ%x", "RMQ_SYS_TRACE_TOPIC", "SCHEDULE_TOPIC_XXXX",
+                      "RMQ_SYS_TRANS_OP_HALF_TOPIC"):
             put(store, topic, 2, queue_id=0)
             put(store, topic, 1, queue_id=1)
         store.wait_dispatched()
@@ -125,12 +126,13 @@ def test_delete_topics_and_clean_unused_topic(tmp_path: Path, version: str) -> N
         assert store.get_max_phy_offset() > 0
 
         removed = store.clean_unused_topic({"B"})
-        if version == "4.9.8":  # only SCHEDULE_TOPIC_XXXX is spared
-            assert sorted(removed) == sorted(["C", "%LMQ%x", "RMQ_SYS_TRACE_TOPIC"])
-            assert {t for t, _ in queues(store)} == {"B", "SCHEDULE_TOPIC_XXXX"}
+        kept = {"B", "%LMQ%x", "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_OP_HALF_TOPIC"}
+        if version == "4.9.8":  # SCHEDULE_TOPIC_XXXX, RMQ_SYS_TRANS_OP_HALF_TOPIC and LMQ topics are spared
+            assert sorted(removed) == sorted(["C", "RMQ_SYS_TRACE_TOPIC"])
+            assert {t for t, _ in queues(store)} == kept
         else:  # system and LMQ topics are spared
             assert removed == ["C"]
-            assert {t for t, _ in queues(store)} == {"B", "%LMQ%x", "RMQ_SYS_TRACE_TOPIC", "SCHEDULE_TOPIC_XXXX"}
+            assert {t for t, _ in queues(store)} == kept | {"RMQ_SYS_TRACE_TOPIC"}
         assert not os.path.exists(os.path.join(cq_root, "C"))
         assert os.path.isdir(os.path.join(cq_root, "B", "0"))
 

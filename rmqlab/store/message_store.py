@@ -186,6 +186,7 @@ def _size_hint(err: object, field: str) -> str:
     return f"; a store written with that size opens with MessageStoreConfig({field}={size})"
 
 
+_STORE_TIMESTAMP_POSITION = 56  # MessageDecoder.MESSAGE_STORE_TIMESTAMP_POSITION (an IPv4 born host)
 #: topics 4.9.8's cleanUnusedTopic never deletes (besides LMQ topics)
 _KEPT_UNUSED_V4 = frozenset({SCHEDULE_TOPIC, "RMQ_SYS_TRANS_OP_HALF_TOPIC"})
 
@@ -881,17 +882,24 @@ class MessageStore:
         return self.commit_log.pickup_store_timestamp(unit[0], unit[1])
 
     def get_earliest_message_time(self, topic: str | None = None, queue_id: int = 0) -> int:
-        """Store time of the oldest message (of one queue when ``topic`` is given); -1 if none."""
+        """Store time of the oldest message (of one queue when ``topic`` is given); -1 if none.
+
+        The whole store's answer is RocketMQ's ``pickupStoreTimestamp(minPhyOffset, size)``:
+        4.9.8 asks for ``2 * maxMessageSize`` bytes there (8 MiB by default), so it answers -1
+        until that much of the oldest file is written after the min offset (a small or young
+        store); 5.3.3 asks for the record's head only (the store time's position + 8 bytes, +20
+        with an IPv6 store host). ``get_earliest_message_time(topic, queue_id)`` reads the
+        record of the queue's oldest unit in both.
+        """
         if topic is None:
             first = self.commit_log.get_min_offset()
-            sel = self.commit_log.get_data(first, True) if first >= 0 else None
-            if sel is None:
+            if first < 0:
                 return -1
-            try:
-                rec = decode_message(sel.buffer, 0)
-                return rec.store_timestamp if isinstance(rec, MessageRecord) else -1
-            finally:
-                sel.release()
+            if self.config.is_v4:
+                size = 2 * self.config.max_message_size
+            else:
+                size = _STORE_TIMESTAMP_POSITION + (20 if ":" in self.commit_log.store_host[0] else 8)
+            return self.commit_log.pickup_store_timestamp(first, size)
         return self.get_message_store_timestamp(topic, queue_id, self.get_min_offset_in_queue(topic, queue_id))
 
     def dispatch_behind_bytes(self) -> int:

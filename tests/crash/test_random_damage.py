@@ -107,3 +107,55 @@ def test_store_opens_or_refuses_every_damaged_copy(tmp_path: Path, scenario: tup
             assert [m.commit_log_offset for m in got.messages] == [r.append_result.wrote_offset], injuries
     finally:
         store.shutdown()
+
+
+@pytest.fixture(scope="module")
+def multi_dispatch_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.multi_dispatch_store import write_multi_dispatch_store
+
+    root = tmp_path_factory.mktemp("lmq") / "store"
+    write_multi_dispatch_store(root, messages=300)  # several CommitLog files and LMQ queue files
+    return root
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_damaged_multi_dispatch_copies(tmp_path: Path, multi_dispatch_source: Path, seed: int) -> None:
+    """Damaged copies of a store with multi-dispatch (LMQ) units: the CLI answers, and the store
+    opens with enable_multi_dispatch (or refuses naming a file), reads its LMQ queues, and a new
+    message naming one gets its unit there."""
+    root = tmp_path / "store"
+    shutil.copytree(multi_dispatch_source, root)
+    injuries = damage.injure_randomly(root, random.Random(2000 + seed))
+    s = str(root)
+    for args in (["verify", s, "--json"], ["inspect", s, "--json"], ["cq", s, "%LMQ%room-1", "0", "--json"],
+                 ["messages", s, "--json"], ["recover", s, "--json"]):
+        r = CliRunner().invoke(main, args)
+        where = (injuries, args[0], r.exit_code, r.stderr[-400:])
+        assert r.exception is None or isinstance(r.exception, SystemExit), (*where, repr(r.exception))
+        assert r.exit_code in (0, 1, 2), where
+    config = MessageStoreConfig.small(s, enable_multi_dispatch=True, enable_lmq=True)
+    refused = ""
+    try:
+        store = MessageStore.open(root, config, threaded=False)
+    except RmqlabError as e:
+        refused = str(e)
+    if refused:
+        assert os.fspath(root) in refused, (injuries, refused)
+        return
+    try:
+        for topic in ("%LMQ%room-1", "%LMQ%room-2"):
+            with store.get_message("g", topic, 0, 0, 32) as got:
+                for m in got.messages:
+                    bad = ""
+                    try:
+                        m.decode()
+                    except CorruptRecord as e:
+                        bad = str(e)
+                    assert not bad or os.fspath(root / "commitlog") in bad, (injuries, bad)
+        r = store.put_message(Message("Chat", b"after", queue_id=1, properties={"INNER_MULTI_DISPATCH": "%LMQ%new"}))
+        assert r.ok, injuries
+        store.step()
+        with store.get_message("g", "%LMQ%new", 0, 0, 1) as got:
+            assert [m.commit_log_offset for m in got.messages] == [r.append_result.wrote_offset], injuries
+    finally:
+        store.shutdown()

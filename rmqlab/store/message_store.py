@@ -851,10 +851,12 @@ class MessageStore:
         return cq.get_max_offset_in_queue() if cq is not None else 0
 
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """The queue's min offset; 0 for a queue the store lacks (RocketMQ creates an empty one
+        on the lookup and answers its 0; rmqlab answers without creating it)."""
         if self._is_memory_topic(topic):
             return self.memory_store.get_min_offset_in_queue(topic, queue_id)  # type: ignore[union-attr]
         cq = self.consume_queue_store.find_consume_queue(topic, queue_id, create=False)
-        return cq.get_min_offset_in_queue() if cq is not None else -1
+        return cq.get_min_offset_in_queue() if cq is not None else 0
 
     def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, consume_queue_offset: int) -> int:
         cq = self.consume_queue_store.find_consume_queue(topic, queue_id, create=False)

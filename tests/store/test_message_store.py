@@ -249,6 +249,19 @@ def test_get_message_statuses_at_the_ends(written: Written) -> None:
     assert not (written.root / "consumequeue" / "NoSuchTopic").exists()
 
 
+
+def test_a_queue_the_store_lacks_answers_as_rocketmq(written: Written) -> None:
+    """4.9.8's DefaultMessageStore creates an empty queue on each lookup and answers from it:
+    min and max offset 0, offset by time 0, CommitLog offset of a unit 0, store times -1.
+    rmqlab gives the same answers without creating a queue (or a directory)."""
+    store = written.store
+    for topic, qid in (("NoSuchTopic", 0), (next(iter(written.model.queues()))[0], 7)):
+        got = (store.get_min_offset_in_queue(topic, qid), store.get_max_offset_in_queue(topic, qid),
+               store.get_offset_in_queue_by_time(topic, qid, 1), store.get_commit_log_offset_in_queue(topic, qid, 0),
+               store.get_message_store_timestamp(topic, qid, 0), store.get_earliest_message_time(topic, qid))
+        assert got == (0, 0, 0, 0, -1, -1), (topic, qid)
+    assert not (written.root / "consumequeue" / "NoSuchTopic").exists()
+
 def test_tag_filter_returns_only_those_tags(written: Written) -> None:
     store, model = written.store, written.model
     wanted_tags = {"TagA", "TagB"}

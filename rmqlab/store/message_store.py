@@ -704,7 +704,8 @@ class MessageStore:
         if self._lmq_limit and msg.properties and self._lmq_exceeded(msg):
             return PutMessageResult(PutMessageStatus.LMQ_CONSUME_QUEUE_NUM_EXCEEDED, reason=(
                 f"{self.consume_queue_store.lmq_queue_count} LMQ consume queues exceed max_lmq_consume_queue_num "
-                f"{self.config.max_lmq_consume_queue_num}"))
+                f"{self.config.max_lmq_consume_queue_num} (RocketMQ 4.9.8 makes this check but tests the wrong "
+                "status after it, so a 4.9.8 broker stores the message anyway)"))
         result = self.commit_log.put_message(msg)
         if result.status is _PUT_OK:
             if self._asleep:
@@ -748,7 +749,9 @@ class MessageStore:
 
     def _lmq_exceeded(self, msg: Message) -> bool:
         """4.9.8's ``checkLmqMessage``: a message naming multi-dispatch queues, once the store
-        holds more LMQ consume queues than ``max_lmq_consume_queue_num``."""
+        holds more LMQ consume queues than ``max_lmq_consume_queue_num``. 4.9.8's
+        ``asyncPutMessage`` computes it and then tests the previous check's status instead, so
+        the refusal never happens there; rmqlab refuses, as the check means to, and says so."""
         named = (msg.properties or {}).get(PROPERTY_INNER_MULTI_DISPATCH) or ""
         return bool(named.strip()) and self.consume_queue_store.lmq_queue_count > self.config.max_lmq_consume_queue_num
 

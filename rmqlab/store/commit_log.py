@@ -626,6 +626,15 @@ class CommitLog:
             msg, uniq, cluster=self.config.broker_cluster_name, rocketmq_version=self.config.rocketmq_version
         )
         if len(props) > _MAX_PROPERTIES_LENGTH:
+            # 4.9.8's DefaultMessageStore.checkMessage refuses first when the string is longer than
+            # Short.MAX_VALUE Java chars (UTF-16 units); the encoder then counts UTF-8 bytes
+            text = props.decode("utf-8", "surrogatepass")
+            units = len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
+            if self.config.is_v4 and units > _MAX_PROPERTIES_LENGTH:
+                return PutMessageResult(
+                    PutMessageStatus.MESSAGE_ILLEGAL,
+                    reason=f"properties string of {units} chars exceeds {_MAX_PROPERTIES_LENGTH}",
+                )
             return PutMessageResult(
                 PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
                 reason=f"properties of {len(props)} bytes exceed {_MAX_PROPERTIES_LENGTH}",

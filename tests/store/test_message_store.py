@@ -566,6 +566,15 @@ def test_index_hash_collision_keeps_only_the_right_message(small_store: MessageS
 
 
 # ------------------------------------------------------------------------------------------ bad input
+@pytest.mark.parametrize(("version", "status"), [("4.9.8", "MESSAGE_ILLEGAL"), ("5.3.3", "PROPERTIES_SIZE_EXCEEDED")])
+def test_properties_longer_than_a_short(tmp_path: Path, version: str, status: str) -> None:
+    root = tmp_path / "store"
+    with MessageStore.open(root, MessageStoreConfig.small(str(root), rocketmq_version=version),
+                           threaded=False) as store:
+        assert store.put_message(Message("T", b"x", properties={"big": "v" * 33000})).status.name == status
+        assert store.put_message(Message("T", b"x", properties={"big": "v" * 32000})).ok
+
+
 def test_bad_input_is_refused_and_creates_nothing(tmp_path: Path) -> None:
     root = tmp_path / "store"
     store = MessageStore.open(root, MessageStoreConfig.small(str(root), max_message_size=1024), threaded=False)
@@ -573,7 +582,13 @@ def test_bad_input_is_refused_and_creates_nothing(tmp_path: Path) -> None:
         r = store.put_message(Message("T", b"x" * 1025))
         assert r.status is PutMessageStatus.MESSAGE_ILLEGAL
         assert "1025" in r.reason
+        # 4.9.8: DefaultMessageStore.checkMessage counts the string's Java chars first (MESSAGE_ILLEGAL),
+        # then the encoder its UTF-8 bytes (PROPERTIES_SIZE_EXCEEDED)
         r = store.put_message(Message("T", b"x", properties={"big": "v" * 33000}))
+        assert r.status is PutMessageStatus.MESSAGE_ILLEGAL
+        assert "33" in r.reason
+        assert "chars" in r.reason
+        r = store.put_message(Message("T", b"x", properties={"big": "\u00e9" * 17000}))  # 17k chars, 34k bytes
         assert r.status is PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
         for topic in ["", "../x", "a/b", "x" * 128, "a b", "..", "/abs"]:
             r = store.put_message(Message(topic, b"x"))

@@ -23,6 +23,7 @@ from rmqlab.codec.names import is_lmq_topic
 
 __all__ = [
     "MULTI_DISPATCH_QUEUE_SPLITTER",
+    "dispatches_multi",
     "is_multi_dispatch_unit",
     "java_split",
     "multi_dispatch_pairs",
@@ -34,6 +35,18 @@ _JAVA_LONG = re.compile(r"[+-]?[0-9]+", re.ASCII)  # what Long.parseLong takes (
 _LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
 
 MultiDispatchPairs = tuple[tuple[str, int], ...]
+#: topics 5.x never multi-dispatches from (``checkMultiDispatchQueue``): the schedule and timer
+#: topics hold delayed messages until they are due, retry topics the consumer's retries
+_V5_NO_MULTI_TOPICS = frozenset({"SCHEDULE_TOPIC_XXXX", "rmq_sys_wheel_timer"})
+_RETRY_PREFIX = "%RETRY%"  # MixAll.RETRY_GROUP_TOPIC_PREFIX
+
+
+def dispatches_multi(topic: str, rocketmq_version: str) -> bool:
+    """Whether a record of ``topic`` has its multi-dispatch units written: always in 4.9.8;
+    5.x skips the schedule and timer topics and ``%RETRY%`` topics."""
+    if rocketmq_version == "4.9.8":
+        return True
+    return topic not in _V5_NO_MULTI_TOPICS and not topic.startswith(_RETRY_PREFIX)
 
 
 def java_split(text: str, sep: str) -> list[str]:

@@ -24,7 +24,7 @@ import numpy as np
 
 from rmqlab.codec import flags
 from rmqlab.codec.java_hash import java_hash, java_hash_ranges
-from rmqlab.codec.multi_dispatch import multi_dispatch_pairs
+from rmqlab.codec.multi_dispatch import dispatches_multi, multi_dispatch_pairs
 from rmqlab.codec.names import is_lmq_topic, validate_topic
 from rmqlab.codec.properties import decode_properties
 from rmqlab.codec.scan import _byte_source, _properties
@@ -220,19 +220,22 @@ class CommitLogDispatcherBuildConsumeQueue:
     With ``multi_dispatch`` (``enableMultiDispatch``), a record whose properties name extra
     queues and their offsets (``INNER_MULTI_DISPATCH``, ``INNER_MULTI_QUEUE_OFFSET``) also gets
     its unit in each, once its own unit is stored: ``multiDispatchLmqQueue`` (spec §3.2). The
-    queue id is 0 for a ``%LMQ%`` name with ``lmq`` (``enableLmq``), else the record's. Where
+    queue id is 0 for a ``%LMQ%`` name with ``lmq`` (``enableLmq``), else the record's; 5.x
+    writes none for records of the schedule, timer and ``%RETRY%`` topics. Where
     RocketMQ's dispatcher throws and reput retries the record forever (an offset
     ``Long.parseLong`` rejects) or creates a directory outside ``consumequeue/`` (4.9.8, a name
     with a path separator), rmqlab writes no extra unit for that record or name and logs why.
     """
 
     def __init__(self, consume_queue_store: ConsumeQueueStore, checkpoint: StoreCheckpoint,
-                 bus: EventBus, *, multi_dispatch: bool = False, lmq: bool = False) -> None:
+                 bus: EventBus, *, multi_dispatch: bool = False, lmq: bool = False,
+                 rocketmq_version: str = "4.9.8") -> None:
         self.cq_store = consume_queue_store
         self.checkpoint = checkpoint
         self.bus = bus
         self.multi_dispatch = multi_dispatch
         self.lmq = lmq
+        self.version = rocketmq_version
 
     def dispatch(self, req: DispatchRequest) -> None:
         if (req.sys_flag & _TX_MASK) not in _CQ_TYPES:
@@ -247,7 +250,7 @@ class CommitLogDispatcherBuildConsumeQueue:
             self.bus.publish(Dispatched(req.topic, req.queue_id, req.consume_queue_offset,
                                         req.commit_log_offset, req.msg_size, req.tags_code,
                                         req.store_timestamp))
-        if stored and self.multi_dispatch and req.properties:
+        if stored and self.multi_dispatch and req.properties and dispatches_multi(req.topic, self.version):
             self._dispatch_multi(req)
 
     def _dispatch_multi(self, req: DispatchRequest) -> None:

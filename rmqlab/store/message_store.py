@@ -282,7 +282,8 @@ class MessageStore:
             self.commit_log,
             [
                 CommitLogDispatcherBuildConsumeQueue(self.consume_queue_store, self.checkpoint, self.bus,
-                                                     multi_dispatch=c.enable_multi_dispatch, lmq=c.enable_lmq),
+                                                     multi_dispatch=c.enable_multi_dispatch, lmq=c.enable_lmq,
+                                                     rocketmq_version=c.rocketmq_version),
                 CommitLogDispatcherBuildIndex(self.index_service, c.message_index_enable),
             ],
             rocketmq_version=c.rocketmq_version,

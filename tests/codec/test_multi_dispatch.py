@@ -75,3 +75,14 @@ def test_pairs_read_back_what_a_broker_writes(pairs: list[tuple[str, int]]) -> N
     raw = encode_properties({"INNER_MULTI_DISPATCH": ",".join(n for n, _ in pairs),
                              "INNER_MULTI_QUEUE_OFFSET": ",".join(str(o) for _, o in pairs)})
     assert multi_dispatch_pairs(decode_properties(raw)) == tuple(pairs)
+
+
+def test_dispatches_multi_by_version() -> None:
+    from rmqlab.codec.multi_dispatch import dispatches_multi
+
+    for topic in ("Chat", "%RETRY%g", "SCHEDULE_TOPIC_XXXX", "rmq_sys_wheel_timer", "%LMQ%a"):
+        assert dispatches_multi(topic, "4.9.8")
+    assert dispatches_multi("Chat", "5.3.3")
+    assert dispatches_multi("%LMQ%a", "5.3.3")
+    for topic in ("%RETRY%g", "SCHEDULE_TOPIC_XXXX", "rmq_sys_wheel_timer"):
+        assert not dispatches_multi(topic, "5.3.3")

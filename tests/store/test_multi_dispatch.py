@@ -236,3 +236,15 @@ def test_lmq_queue_limit(tmp_path: Path) -> None:
         assert store.put_message(Message("Chat", b"m", properties={"INNER_MULTI_DISPATCH": "%LMQ%a"})).ok
     with _open(root, clock, enable_multi_dispatch=True, max_lmq_consume_queue_num=0) as store:  # enable_lmq off
         assert store.put_message(Message("Chat", b"m", properties={"INNER_MULTI_DISPATCH": "%LMQ%a"})).ok
+
+
+@pytest.mark.parametrize("version", ["4.9.8", "5.3.3"])
+def test_retry_topics_multi_dispatch_in_4_9_8_only(tmp_path: Path, version: str) -> None:
+    """5.x's checkMultiDispatchQueue skips records of %RETRY%, schedule and timer topics; 4.9.8 does not."""
+    clock = ManualClock()
+    named = {"INNER_MULTI_DISPATCH": "%LMQ%a", "INNER_MULTI_QUEUE_OFFSET": "0"}
+    with _open(tmp_path / "s", clock, enable_multi_dispatch=True, enable_lmq=True, rocketmq_version=version) as store:
+        assert store.put_message(Message("%RETRY%group", b"m", properties=named)).ok
+        store.step()
+        assert store.get_max_offset_in_queue("%RETRY%group", 0) == 1
+        assert store.get_max_offset_in_queue("%LMQ%a", 0) == (1 if version == "4.9.8" else 0)

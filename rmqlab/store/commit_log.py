@@ -835,7 +835,10 @@ class CommitLog:
             value = MULTI_DISPATCH_QUEUE_SPLITTER.join(map(str, offsets))
             wrapped = dataclasses.replace(msg, properties={**props, flags.PROPERTY_INNER_MULTI_QUEUE_OFFSET: value})
             enc = self.encode_record(wrapped, now, uniq)
-            return enc if isinstance(enc, PutMessageResult) else [enc]
+            if isinstance(enc, PutMessageResult):  # rebuildMsgInner's encode failed: UNKNOWN_ERROR
+                return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR,
+                                        reason=f"with INNER_MULTI_QUEUE_OFFSET added: {enc.reason}")
+            return [enc]
 
         def appended() -> None:
             if moves:

@@ -248,3 +248,30 @@ def test_retry_topics_multi_dispatch_in_4_9_8_only(tmp_path: Path, version: str)
         store.step()
         assert store.get_max_offset_in_queue("%RETRY%group", 0) == 1
         assert store.get_max_offset_in_queue("%LMQ%a", 0) == (1 if version == "4.9.8" else 0)
+
+
+def test_a_message_the_offsets_make_too_big_is_an_unknown_error(tmp_path: Path) -> None:
+    """4.9.8's rebuildMsgInner re-encodes the message with INNER_MULTI_QUEUE_OFFSET; when that
+    encode fails, the put answers UNKNOWN_ERROR (nothing is written, no offset moves)."""
+    clock = ManualClock()
+    with _open(tmp_path / "s", clock, enable_multi_dispatch=True, enable_lmq=True) as store:
+        from rmqlab.store.message import build_properties_and_map
+
+        names = ",".join(f"%LMQ%q{i}" for i in range(40))
+
+        def message(pad: int) -> Message:
+            return Message("Chat", b"m", properties={"INNER_MULTI_DISPATCH": names, "pad": "x" * pad})
+
+        props, _ = build_properties_and_map(message(0), "F" * 32, cluster=store.config.broker_cluster_name,
+                                            rocketmq_version="4.9.8")
+        full = message(32767 - len(props))  # exactly the limit before the offsets are added
+        probe = store.put_message(full)
+        assert probe.status.name == "UNKNOWN_ERROR", probe
+        assert "INNER_MULTI_QUEUE_OFFSET" in probe.reason
+        assert store.get_max_phy_offset() == 0
+        assert store.put_message(Message("Chat", b"m", properties={"INNER_MULTI_DISPATCH": "%LMQ%q0"})).ok
+        store.step()
+        assert store.get_max_offset_in_queue("%LMQ%q0", 0) == 1
+        assert store.get_max_offset_in_queue("Chat", 0) == 1
+    with _open(tmp_path / "plain", clock) as plain:  # the same message fits without the offsets
+        assert plain.put_message(full).ok

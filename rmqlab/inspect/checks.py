@@ -11,8 +11,9 @@ valid units and each index file's item columns as numpy arrays, zero-copy where 
   file ends with a blank; with ``check_crc`` each body CRC (``commitlog_crc_mismatch``;
   the walk goes on);
 * CQ -> log — every unit points at a record start with the same topic, queue, queue offset,
-  size and tags code (``cq_unit_no_record``, ``cq_unit_mismatch``; units past the end of the
-  readable log, ``cq_units_past_log_end``);
+  size and tags code, or is a multi-dispatch (LMQ) unit: the record names the unit's queue and
+  queue offset in ``INNER_MULTI_DISPATCH``/``INNER_MULTI_QUEUE_OFFSET`` (``cq_unit_no_record``,
+  ``cq_unit_mismatch``; units past the end of the readable log, ``cq_units_past_log_end``);
 * log -> CQ — every record (except PREPARED/ROLLBACK transaction records) has its unit:
   ``not_in_consume_queue`` (warning: dispatch lag, re-dispatched by recovery) or
   ``consume_queue_points_elsewhere`` (error);

@@ -190,6 +190,7 @@ _STORE_TIMESTAMP_POSITION = 56  # MessageDecoder.MESSAGE_STORE_TIMESTAMP_POSITIO
 #: topics 4.9.8's cleanUnusedTopic never deletes (besides LMQ topics)
 _KEPT_UNUSED_V4 = frozenset({SCHEDULE_TOPIC, "RMQ_SYS_TRANS_OP_HALF_TOPIC"})
 
+
 class MessageStore:
     """A RocketMQ store directory opened for writing. Use :meth:`open`.
 

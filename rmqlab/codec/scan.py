@@ -126,6 +126,7 @@ class RecordColumns:
     properties: list[dict[str, str]] | None = None
     #: per row, the ``(queue, queue offset)`` pairs of a multi-dispatch (LMQ) record, ``()`` for
     #: others; None when no record of the scan has any (the usual case, found with one search)
+    #: or when the scan was not asked for them (``with_multi_dispatch``)
     multi_dispatch: list[MultiDispatchPairs] | None = None
     crc_ok: np.ndarray | None = None
     body: list[bytes] | None = None
@@ -382,6 +383,7 @@ def scan_records(
     with_properties: bool = True,
     with_crc: bool = False,
     with_body: bool = False,
+    with_multi_dispatch: bool = False,
     max_records: int | None = None,
     file: str | None = None,
 ) -> RecordColumns:
@@ -392,8 +394,9 @@ def scan_records(
     unwritten space and ``end``; damage ends it with ``error`` set to the exception the walker
     would raise (never raised here). ``with_properties``: a full properties dict per record
     (else only TAGS/KEYS/UNIQ_KEY are extracted); ``with_crc`` (implied by ``check_crc``): the
-    ``crc_ok`` column; ``with_body``: the bodies as bytes; ``max_records``: stop after that many
-    messages (``more`` is then True and ``stop`` is where to go on).
+    ``crc_ok`` column; ``with_body``: the bodies as bytes; ``with_multi_dispatch``: the
+    ``multi_dispatch`` column; ``max_records``: stop after that many messages (``more`` is then
+    True and ``stop`` is where to go on).
     """
     limit = len(buf) if end is None else min(end, len(buf))
     out = RecordColumns()
@@ -405,7 +408,7 @@ def scan_records(
     more = max_records is not None and n >= max_records
     if n:
         n, hop_stop = _columns(out, buf, np.array(offs_list, np.int64), n, hop_stop, check_crc,
-                               with_properties, with_crc, with_body)
+                               with_properties, with_crc, with_body, with_multi_dispatch)
         if n < len(offs_list):
             more = False  # a record failed a check: it is where the walk stops
         if base_offset:
@@ -444,7 +447,8 @@ def _finish_at(out: RecordColumns, buf: Any, pos: int, limit: int, check_crc: bo
 
 
 def _columns(out: RecordColumns, buf: Any, offs: np.ndarray, n: int, hop_stop: int, check_crc: bool,
-             with_properties: bool, with_crc: bool, with_body: bool) -> tuple[int, int]:
+             with_properties: bool, with_crc: bool, with_body: bool,
+             with_multi_dispatch: bool = False) -> tuple[int, int]:
     """Fill ``out``'s columns for the hopped records; returns ``(records kept, stop position)``
     (fewer kept when a record fails a check: the stop is then that record's start)."""
     size_buf = len(buf)
@@ -566,7 +570,7 @@ def _columns(out: RecordColumns, buf: Any, offs: np.ndarray, n: int, hop_stop: i
         praws = list(map(getitem, map(slice, (plen_pos[:n] + 2).tolist(),
                                       (plen_pos[:n] + 2 + props_len[:n]).tolist())))
         tags, keys, uniq, props_out = _properties(praws, with_properties)
-        multi = _multi_dispatch(praws, props_out)
+        multi = _multi_dispatch(praws, props_out) if with_multi_dispatch else None
         tcodes: dict[str | None, int] = {None: 0, "": 0}
         tc = list(map(tcodes.get, tags))
         if None in tc:

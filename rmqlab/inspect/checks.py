@@ -260,7 +260,7 @@ def _walk_file(snap: StoreSnapshot, mf: MappedFile, queue_ids: dict[tuple[str, i
     newest = 0
     last_cols = None
     multi: dict[int, tuple[MultiDispatchPairs, int]] = {}
-    for c in snap.scan_file(mf, 0, with_properties=False, with_crc=check_crc):
+    for c in snap.scan_file(mf, 0, with_properties=False, with_crc=check_crc, with_multi_dispatch=True):
         last_cols = c
         if not c.n:
             continue

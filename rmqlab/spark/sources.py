@@ -260,6 +260,7 @@ class CommitLogReader(DataSourceReader):
         self.with_properties = "properties" in names
         self.with_crc = "crc_ok" in names
         self.include_body = "body" in names
+        self.with_multi_dispatch = "multi_dispatch" in names
 
     def partitions(self) -> list[InputPartition]:
         parts: list[InputPartition] = []
@@ -292,7 +293,8 @@ class CommitLogReader(DataSourceReader):
             while True:
                 cols = scan_records(buf, pos, p.end, base_offset=p.base, file=file,
                                     with_properties=self.with_properties, with_crc=self.with_crc,
-                                    with_body=self.include_body, max_records=self.batch_rows)
+                                    with_body=self.include_body, with_multi_dispatch=self.with_multi_dispatch,
+                                    max_records=self.batch_rows)
                 if cols.n:
                     yield _message_batch(self.arrow, p.store, file, cols)
                 if not cols.more:

@@ -260,7 +260,8 @@ def test_multi_dispatch_units_are_not_damage(lmq_store: tuple[Path, dict]) -> No
                                                   ("Fanout", 1)}
     assert _problems(root, check_crc=True) == []
     with open_snapshot(root) as snap:
-        _mf, cols = next(iter(snap.scan()))
+        assert next(iter(snap.scan()))[1].multi_dispatch is None  # only when asked for
+        _mf, cols = next(iter(snap.scan(with_multi_dispatch=True)))
         assert cols.multi_dispatch is not None
         assert cols.multi_dispatch[1] == (("%LMQ%room-1", 1), ("%LMQ%room-2", 0))
         assert cols.multi_dispatch[3] == ()
@@ -268,7 +269,7 @@ def test_multi_dispatch_units_are_not_damage(lmq_store: tuple[Path, dict]) -> No
 
 def test_plain_stores_have_no_multi_dispatch_column(reference_store: Callable[[str], Path]) -> None:
     with open_snapshot(reference_store("clean-small")) as snap:
-        assert all(c.multi_dispatch is None for _mf, c in snap.scan())
+        assert all(c.multi_dispatch is None for _mf, c in snap.scan(with_multi_dispatch=True))
 
 
 def _unit(path: Path, i: int) -> bytes:

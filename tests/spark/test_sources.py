@@ -116,8 +116,8 @@ def test_multi_dispatch_column(spark: Any, stores: dict[str, Any]) -> None:
         got = {r["offset"]: tuple((m["queue"], m["queue_offset"]) for m in r["multi_dispatch"])
                for r in rows if r["multi_dispatch"] is not None}
         with open_snapshot(path) as snap:
-            want = {int(c.offset[i]): md for _mf, c in snap.scan() for i, md in enumerate(c.multi_dispatch or ())
-                    if md}
+            want = {int(c.offset[i]): md for _mf, c in snap.scan(with_multi_dispatch=True)
+                    for i, md in enumerate(c.multi_dispatch or ()) if md}
         assert got == want
         assert bool(got) == (name == "lmq")
 

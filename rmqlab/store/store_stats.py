@@ -1,14 +1,18 @@
 """StoreStatsService: put counts, TPS, latency distribution and sizes, as RocketMQ reports them.
 
-Latency buckets follow RocketMQ's ``putMessageDistributeTime`` (ms): [0], (0,10], (10,50],
-(50,100], (100,200], (200,500], (500,1000], (1000,2000], (2000,3000], (3000,4000], (4000,5000],
-(5000,10000], >10000. TPS is computed from samples taken by ``run_once`` against the clock.
+Latency buckets are RocketMQ's ``putMessageDistributeTime``: the put's time in whole
+milliseconds (Java takes the difference of two ``currentTimeMillis``; here the elapsed time
+rounded down), counted as <= 0, < 10, < 50, < 100, < 200, < 500, < 1000, < 2000, < 3000, < 4000,
+< 5000, < 10000 or more, with RocketMQ's labels. A put under a millisecond counts as 0 ms, so
+nearly every put of a healthy store lands in ``<=0ms``, as on a broker. TPS is computed from
+samples taken by ``run_once`` against the clock.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from bisect import bisect_right
 from collections import deque
 from dataclasses import dataclass
 
@@ -18,8 +22,9 @@ __all__ = ["StoreStats", "StoreStatsService"]
 
 _perf_ns = time.perf_counter_ns
 _FOLD_AT = 1 << 14  # fast puts kept unfolded at most (bounded memory when nothing reads stats)
-_BUCKETS_MS = (0, 10, 50, 100, 200, 500, 1000, 2000, 3000, 4000, 5000, 10000)
-BUCKET_LABELS = ("=0ms", "0~10ms", "10~50ms", "50~100ms", "100~200ms", "200~500ms", "500ms~1s",
+_BOUNDS_MS = (10, 50, 100, 200, 500, 1000, 2000, 3000, 4000, 5000, 10000)  # "value < bound" of each bucket
+# StoreStatsService.PUT_MESSAGE_ENTIRE_TIME_MAX_DESC, without the brackets
+BUCKET_LABELS = ("<=0ms", "0~10ms", "10~50ms", "50~100ms", "100~200ms", "200~500ms", "500ms~1s",
                  "1~2s", "2~3s", "3~4s", "4~5s", "5~10s", "10s~")
 
 
@@ -37,7 +42,7 @@ class StoreStats:
 
 
 class StoreStatsService:
-    """Put/get counters. A successful put faster than 10 ms (nearly all of them) costs two list
+    """Put/get counters. A successful put faster than 1 ms (nearly all of them) costs two list
     appends and no lock: ``list.append`` is atomic under the GIL, and the lists are folded into
     the totals (under the lock) whenever the totals are read, by ``run_once`` and when they
     grow long. Everything else (failures, slow puts) takes the lock."""
@@ -54,7 +59,7 @@ class StoreStatsService:
         self.get_found = 0
         self._latency = [0] * len(BUCKET_LABELS)
         self._latency_max_ns = 0
-        # successful (0, 10 ms] puts not folded in yet: sizes, elapsed ns, and count - 1 of
+        # successful puts under 1 ms not folded in yet: sizes, elapsed ns, and count - 1 of
         # the batches among them (each list is folded on its own, so a put caught between two
         # appends by a fold is complete at the next one)
         self._fast_sizes: list[int] = []
@@ -67,7 +72,7 @@ class StoreStatsService:
 
     def record_put(self, ok: bool, size: int, count: int, started_ns: int) -> None:
         elapsed_ns = _perf_ns() - started_ns
-        if ok and 0 < elapsed_ns <= 10_000_000:  # nearly every put: the (0, 10 ms] bucket
+        if ok and elapsed_ns < 1_000_000:  # nearly every put: 0 whole ms, the <=0ms bucket
             sizes = self._fast_sizes
             sizes.append(size)
             self._fast_elapsed.append(elapsed_ns)
@@ -76,10 +81,8 @@ class StoreStatsService:
             if len(sizes) >= _FOLD_AT:
                 self._fold()
             return
-        elapsed_ms = elapsed_ns / 1e6
-        i = 0
-        while i < len(_BUCKETS_MS) and elapsed_ms > _BUCKETS_MS[i]:
-            i += 1
+        value = elapsed_ns // 1_000_000  # whole ms, as RocketMQ's value
+        i = 0 if value <= 0 else 1 + bisect_right(_BOUNDS_MS, value)
         with self._lock:
             if ok:
                 self._put_times += count
@@ -104,7 +107,7 @@ class StoreStatsService:
                 del extra[:m]
             self._put_times += n
             if k:
-                self._latency[1] += k
+                self._latency[0] += k
                 top = max(elapsed[:k])
                 del elapsed[:k]
                 if top > self._latency_max_ns:

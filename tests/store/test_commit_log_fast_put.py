@@ -375,7 +375,8 @@ def test_stats_fold_fast_puts_exactly() -> None:
     assert snap.put_message_times_total == 100 + 32 + 1
     assert snap.put_message_size_total == sum(range(100, 200)) + 3200 + 50
     assert snap.put_message_failed_times == 1
-    assert snap.put_latency_distribution["0~10ms"] == 102  # the failed put is timed too
+    # each put's whole ms since ``now`` (RocketMQ's value): 0 unless this loop was preempted
+    assert snap.put_latency_distribution["<=0ms"] + snap.put_latency_distribution["0~10ms"] == 102
     assert snap.put_latency_distribution["10s~"] == 1
     assert sum(snap.put_latency_distribution.values()) == 103
     assert snap.put_latency_max_ms >= 20_000
@@ -405,3 +406,23 @@ def test_stats_lose_nothing_under_concurrent_puts_and_reads() -> None:
     assert snap.put_message_times_total == n * per
     assert snap.put_message_size_total == 3 * n * per
     assert sum(snap.put_latency_distribution.values()) == n * per  # a preempted put may be > 10 ms
+
+
+def test_latency_buckets_are_rocketmqs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """putMessageDistributeTime: the put's whole milliseconds, <= 0, < 10, < 50, ..., < 10000, more."""
+    import rmqlab.store.store_stats as stats_mod
+    from rmqlab.clock import ManualClock
+    from rmqlab.store.store_stats import StoreStatsService
+
+    now = 10**15
+    monkeypatch.setattr(stats_mod, "_perf_ns", lambda: now)
+    st_ = StoreStatsService(ManualClock())
+    cases = {0: "<=0ms", 0.999: "<=0ms", 1: "0~10ms", 9.999: "0~10ms", 10: "10~50ms", 49.5: "10~50ms",
+             50: "50~100ms", 199: "100~200ms", 500: "500ms~1s", 1999: "1~2s", 4000: "4~5s", 9999.9: "5~10s",
+             10000: "10s~"}
+    for ms, _label in cases.items():
+        st_.record_put(True, 1, 1, now - int(ms * 1_000_000))
+    want = {label: 0 for label in stats_mod.BUCKET_LABELS}
+    for label in cases.values():
+        want[label] += 1
+    assert st_.snapshot().put_latency_distribution == want

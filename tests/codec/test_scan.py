@@ -296,3 +296,30 @@ def test_index_key_hashes_equal_the_scalar_hashes(recs: list[tuple[str, str | No
                    for k in [*(x for x in (raw or "").split(" ") if x), *([uk] if uk else [])]})
     rows, hashes = c.index_key_hashes()
     assert list(zip(rows.tolist(), hashes.tolist(), strict=True)) == want
+
+
+def test_a_record_appended_during_the_scan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A live store: the writer appends a record after the header hop stopped at the end of the
+    data and before the scan looks there again. The scan ends where the hop did and says to go
+    on (``more``); the next scan reads the new record. (It raised AssertionError: seen once in
+    CI, verify on a store being written.)"""
+    import rmqlab.codec.scan as scan_mod
+
+    buf = _log(10, pad=2000)
+    end = len(_log(10))
+    late = _msg(10)
+    real = scan_mod._columns
+
+    def columns_then_append(*args: Any, **kwargs: Any) -> Any:
+        got = real(*args, **kwargs)
+        buf[end : end + len(late)] = late  # the writer, between the hop and the end check
+        return got
+
+    monkeypatch.setattr(scan_mod, "_columns", columns_then_append)
+    c = scan_records(buf, 0)
+    assert (c.n, c.stop, c.more, c.error) == (10, end, True, None)
+    monkeypatch.setattr(scan_mod, "_columns", real)
+    c2 = scan_records(buf, c.stop)
+    assert (c2.n, int(c2.offset[0]), c2.more) == (1, end, False)
+    last = [r for _, r in iter_records(buf)][-1]  # the walk started now ends with the late record
+    assert (c2.topic[0], int(c2.queue_offset[0]), int(c2.store_size[0])) == (last.topic, last.queue_offset, len(late))

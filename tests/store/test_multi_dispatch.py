@@ -275,3 +275,43 @@ def test_a_message_the_offsets_make_too_big_is_an_unknown_error(tmp_path: Path) 
         assert store.get_max_offset_in_queue("Chat", 0) == 1
     with _open(tmp_path / "plain", clock) as plain:  # the same message fits without the offsets
         assert plain.put_message(full).ok
+
+
+def test_threaded_producers_share_lmq_offsets(tmp_path: Path) -> None:
+    """Four producer threads naming the same LMQ queue on a threaded store: the offsets, drawn
+    under the put lock, are 0..n-1 with no gap or repeat, and each unit points at the record
+    that carries its offset."""
+    import threading
+
+    from rmqlab.codec.multi_dispatch import multi_dispatch_pairs
+
+    root = tmp_path / "s"
+    config = MessageStoreConfig.small(str(root), enable_multi_dispatch=True, enable_lmq=True)
+    per, threads = 150, 4
+    with MessageStore.open(str(root), config, threaded=True) as store:
+        def producer(t: int) -> None:
+            for i in range(per):
+                r = store.put_message(Message("Chat", b"%d-%d" % (t, i), queue_id=t,
+                                              properties={"INNER_MULTI_DISPATCH": "%LMQ%shared,%LMQ%mine" + str(t)}))
+                assert r.ok, r
+
+        ts = [threading.Thread(target=producer, args=(t,)) for t in range(threads)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        assert store.wait_dispatched()
+        n = per * threads
+        assert store.get_max_offset_in_queue("%LMQ%shared", 0) == n
+        seen = []
+        offset = 0
+        while offset < n:
+            with store.get_message("g", "%LMQ%shared", 0, offset, 32) as got:
+                for k, m in enumerate(got.messages):
+                    pairs = dict(multi_dispatch_pairs(m.decode().properties))
+                    seen.append(pairs["%LMQ%shared"])
+                    assert pairs["%LMQ%shared"] == offset + k
+                offset = got.next_begin_offset
+        assert seen == list(range(n))
+        for t in range(threads):
+            assert store.get_max_offset_in_queue(f"%LMQ%mine{t}", 0) == per

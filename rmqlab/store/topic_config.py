@@ -23,8 +23,10 @@ On disk the file is what RocketMQ's ``TopicConfigManager`` writes with fastjson'
     }
 
 5.x adds ``"stateVersion":0`` to ``dataVersion``. rmqlab's memory-topic flag travels as the topic
-attribute ``"memory":"true"``: a real broker keeps attributes it does not know, so the file stays
-loadable by RocketMQ (which then stores that topic in its CommitLog as usual).
+attribute ``"memory":"true"``: a 5.x broker keeps attributes it does not know; 4.9.8's
+``TopicConfig`` has no ``attributes`` field, so fastjson skips it on load and the broker's next
+write drops it. Either way the file stays loadable by RocketMQ (which then stores that topic in
+its CommitLog as usual).
 
 Writing follows ``MixAll.string2File`` (4.9.8: ``<f>.tmp`` written, old content copied to
 ``<f>.bak``, ``<f>`` deleted, tmp renamed to ``<f>``; 5.x: old content copied to ``<f>.bak``,

@@ -31,6 +31,7 @@ __all__ = [
     "undecorate",
     "units_view",
     "unpack_unit",
+    "valid_prefix",
 ]
 
 CQ_STORE_UNIT_SIZE = 20
@@ -69,6 +70,23 @@ def units_view(buf: Any) -> np.ndarray:
     """Zero-copy structured array over the whole units in ``buf`` (partial tail ignored)."""
     n = len(buf) // CQ_STORE_UNIT_SIZE
     return np.frombuffer(buf, dtype=CQ_UNIT_DTYPE, count=n)
+
+
+def valid_prefix(units: np.ndarray, first_chunk: int = 1024) -> int:
+    """How many leading units are valid (``offset >= 0 and size > 0``): where RocketMQ's
+    ``ConsumeQueue.recover`` ends a file. Looked for in chunks growing 4x, so a file that is
+    mostly unwritten (a queue with a few units in a 6 MB file) costs microseconds, and a full
+    file about one pass."""
+    n = len(units)
+    start, step = 0, first_chunk
+    while start < n:
+        chunk = units[start : start + step]
+        bad = np.flatnonzero((chunk["commit_log_offset"] < 0) | (chunk["size"] <= 0))
+        if bad.size:
+            return start + int(bad[0])
+        start += len(chunk)
+        step *= 4
+    return n
 
 
 def is_ext_addr(tags_code: int) -> bool:

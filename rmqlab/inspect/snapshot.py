@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rmqlab.codec.checkpoint import CHECKPOINT_DATA_SIZE, Checkpoint
-from rmqlab.codec.consume_queue_unit import CQ_STORE_UNIT_SIZE, CQ_UNIT_DTYPE, units_view
+from rmqlab.codec.consume_queue_unit import CQ_STORE_UNIT_SIZE, CQ_UNIT_DTYPE, units_view, valid_prefix
 from rmqlab.codec.flags import BLANK_MAGIC_CODE
 from rmqlab.codec.index_layout import choose_index_layout, index_file_size
 from rmqlab.codec.message import BlankRecord, MessageRecord, decode_message
@@ -79,8 +79,7 @@ class QueueFiles:
     def valid_units(self, mf: MappedFile) -> np.ndarray:
         """The units of one file up to the first invalid one (``offset < 0 or size <= 0``)."""
         units = units_view(mf.buffer)
-        bad = np.flatnonzero((units["commit_log_offset"] < 0) | (units["size"] <= 0))
-        return units[: int(bad[0])] if bad.size else units
+        return units[: valid_prefix(units)]
 
     def units(self) -> tuple[int, np.ndarray]:
         """``(first queue offset, units)``: valid units of every file, contiguous from the first.

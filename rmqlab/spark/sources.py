@@ -56,7 +56,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from rmqlab.codec.consume_queue_unit import CQ_STORE_UNIT_SIZE, units_view
+from rmqlab.codec.consume_queue_unit import CQ_STORE_UNIT_SIZE, units_view, valid_prefix
 from rmqlab.codec.flags import (
     BORNHOST_V6_FLAG,
     MESSAGE_MAGIC_CODE_V1,
@@ -424,9 +424,7 @@ class ConsumeQueuePartition(InputPartition):
 
 def _valid_count(buf: Any) -> int:
     """Units up to the first invalid one (``offset < 0 or size <= 0``), as ``ConsumeQueue.recover``."""
-    units = units_view(buf)
-    bad = np.flatnonzero((units["commit_log_offset"] < 0) | (units["size"] <= 0))
-    return int(bad[0]) if bad.size else len(units)
+    return valid_prefix(units_view(buf))
 
 
 def consume_queue_partitions(store: str) -> list[ConsumeQueuePartition]:

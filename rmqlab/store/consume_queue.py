@@ -40,6 +40,7 @@ from rmqlab.codec.consume_queue_unit import (
     pack_unit,
     units_view,
     unpack_unit,
+    valid_prefix,
 )
 from rmqlab.codec.names import validate_topic
 from rmqlab.errors import ConfigError, ReadOnlyStore
@@ -118,22 +119,29 @@ def truncation_point(offsets: np.ndarray, sizes: np.ndarray, phy_offset: int) ->
     afterwards would reach a consume queue or the index until the log grew past it. rmqlab
     cuts at such a unit (pre-blank units ``(0, 0x7FFFFFFF)`` excepted).
     """
-    if not len(offsets):  # a file cut short of one unit (only a read-only look can meet one)
+    n = len(offsets)
+    if not n:  # a file cut short of one unit (only a read-only look can meet one)
         return 0, None
-    offsets = offsets.astype(np.int64, copy=False)
-    ends = offsets + sizes.astype(np.int64)
-    past = (offsets < phy_offset) & (ends > phy_offset) & ~((offsets == 0) & (sizes == 0x7FFFFFFF))
-    if int(offsets[0]) >= phy_offset:
+    o0, s0 = int(offsets[0]), int(sizes[0])
+    if o0 >= phy_offset:
         return 0, None
-    if past[0]:
+    if o0 + s0 > phy_offset and not (o0 == 0 and s0 == 0x7FFFFFFF):
         return 0, 0
-    # units 1.. (vectorised: a file holds up to 300,000 units)
-    stop = (offsets[1:] < 0) | (sizes[1:] <= 0) | (offsets[1:] >= phy_offset) | past[1:]
-    hits = np.flatnonzero(stop)
-    if not hits.size:
-        return len(offsets), None
-    kept = 1 + int(hits[0])
-    return kept, kept if past[kept] else None
+    # units 1.., vectorised in chunks growing 4x: a file holds up to 300,000 units, and a
+    # queue with a few units in it should not cost a pass over all of them (a store of
+    # thousands of queues opens in their number of milliseconds otherwise)
+    start, step = 1, 1024
+    while start < n:
+        o = offsets[start : start + step].astype(np.int64)
+        z = sizes[start : start + step].astype(np.int64)
+        past = (o < phy_offset) & (o + z > phy_offset) & ~((o == 0) & (z == 0x7FFFFFFF))
+        hits = np.flatnonzero((o < 0) | (z <= 0) | (o >= phy_offset) | past)
+        if hits.size:
+            h = int(hits[0])
+            return start + h, (start + h if past[h] else None)
+        start += len(o)
+        step *= 4
+    return n, None
 
 
 def unit_past_log_note(queue: str, file: str, i: int, offset: int, size: int, phy_offset: int,
@@ -283,16 +291,15 @@ class ConsumeQueue:
     def _scan_valid_prefix(self, mf: MappedFile) -> tuple[int, int]:
         """(number of leading valid units in the whole file, end phy of the last of them).
 
-        Vectorised over the file's units (a 6 MB file holds 300,000 of them).
+        Vectorised over the file's units (a 6 MB file holds 300,000 of them), in growing chunks
+        (``valid_prefix``): a queue with a few units costs microseconds, not a pass over the file.
         """
         units = units_view(mf.buffer[: self.mapped_file_size])
-        offsets = units["commit_log_offset"]
-        sizes = units["size"]
-        invalid = np.flatnonzero((offsets < 0) | (sizes <= 0))
-        count = int(invalid[0]) if invalid.size else len(units)
+        count = valid_prefix(units)
         if count == 0:
             return 0, -1
-        return count, int(offsets[count - 1]) + int(sizes[count - 1])
+        last = units[count - 1]
+        return count, int(last["commit_log_offset"]) + int(last["size"])
 
     # --- append ------------------------------------------------------------------------------
 

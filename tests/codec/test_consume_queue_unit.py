@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rmqlab.codec.consume_queue_unit import (
@@ -19,6 +19,7 @@ from rmqlab.codec.consume_queue_unit import (
     undecorate,
     units_view,
     unpack_unit,
+    valid_prefix,
 )
 
 
@@ -64,3 +65,27 @@ def test_units_view_is_zero_copy() -> None:
     pack_unit_into(buf, 20, 123, 45, 6)
     assert int(view["commit_log_offset"][1]) == 123
     assert np.shares_memory(view, np.frombuffer(buf, dtype=np.uint8))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 6000), st.lists(st.tuples(st.integers(0, 5999), st.sampled_from(["off", "size0", "sizeneg"])),
+                                      max_size=4),
+       st.sampled_from([1, 3, 1024]))
+def test_valid_prefix_is_the_first_invalid_unit(n: int, bad: list[tuple[int, str]], first_chunk: int) -> None:
+    """``valid_prefix`` (chunked) == the brute-force index of the first unit with offset < 0 or
+    size <= 0, whatever the chunk boundaries; a pre-blank unit (0, 0x7FFFFFFF) is valid."""
+    units = np.zeros(n, CQ_UNIT_DTYPE)
+    units["commit_log_offset"] = np.arange(n) * 100
+    units["size"] = 100
+    if n:
+        units[0] = np.frombuffer(PRE_BLANK_UNIT, CQ_UNIT_DTYPE)[0]
+    for i, how in bad:
+        if i < n:
+            if how == "off":
+                units[i]["commit_log_offset"] = -1
+            else:
+                units[i]["size"] = 0 if how == "size0" else -5
+    invalid = (units["commit_log_offset"] < 0) | (units["size"] <= 0)
+    want = int(np.argmax(invalid)) if invalid.any() else n
+    assert valid_prefix(units, first_chunk) == want
+    assert valid_prefix(units_view(units.tobytes() + bytes(7)), first_chunk) == want  # partial tail ignored

@@ -695,3 +695,47 @@ def test_recover_and_truncate_publish_recovery_steps(tmp_path):
         ("consume_queue", "00000000000000000000", 160, "truncate"),
     ]
     assert cq.get_max_offset_in_queue() == 8
+
+
+def _truncation_point_whole(offsets, sizes, phy_offset):
+    """The rule over the whole file at once (the implementation before the chunked one)."""
+    if not len(offsets):
+        return 0, None
+    offsets = offsets.astype(np.int64)
+    ends = offsets + sizes.astype(np.int64)
+    past = (offsets < phy_offset) & (ends > phy_offset) & ~((offsets == 0) & (sizes == 0x7FFFFFFF))
+    if int(offsets[0]) >= phy_offset:
+        return 0, None
+    if past[0]:
+        return 0, 0
+    hits = np.flatnonzero((offsets[1:] < 0) | (sizes[1:] <= 0) | (offsets[1:] >= phy_offset) | past[1:])
+    if not hits.size:
+        return len(offsets), None
+    kept = 1 + int(hits[0])
+    return kept, kept if past[kept] else None
+
+
+@settings(max_examples=150, deadline=None)
+@given(n=st.integers(0, 6000), cut=st.integers(-10, 700_000),
+       edits=st.lists(st.tuples(st.integers(0, 5999), st.sampled_from(["neg", "zero", "huge", "blank", "big"])),
+                      max_size=5))
+def test_truncation_point_chunks_agree_with_the_whole_file(n, cut, edits):
+    """Looked at in growing chunks, the answer is the one a pass over the whole file gives,
+    wherever the stop falls (chunk boundaries at units 1, 1025, 5121)."""
+    from rmqlab.store.consume_queue import truncation_point
+
+    offsets = (np.arange(n, dtype=np.int64) * 100).astype(">i8")
+    sizes = np.full(n, 100, dtype=">i4")
+    for i, how in edits:
+        if i < n:
+            if how == "neg":
+                offsets[i] = -1
+            elif how == "zero":
+                sizes[i] = 0
+            elif how == "huge":
+                sizes[i] = 490_000_000
+            elif how == "blank":
+                offsets[i], sizes[i] = 0, 0x7FFFFFFF
+            else:
+                offsets[i] = 10**9
+    assert truncation_point(offsets, sizes, cut) == _truncation_point_whole(offsets, sizes, cut)

@@ -195,3 +195,23 @@ def test_sources_import_only_codec_from_rmqlab() -> None:
         a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     ours = {n for n in names if n.startswith("rmqlab")}
     assert all(n.startswith(("rmqlab.codec", "rmqlab.errors", "rmqlab.spark")) for n in ours), ours
+
+
+@pytest.mark.parametrize("units", [0, 1, 10, 1023, 1024, 1025, 5119, 5120, 5121, 30_000])
+@pytest.mark.parametrize("tail", [b"", b"\x00" * 7, b"\x01" * 13])
+def test_valid_count_read_in_chunks(tmp_path: Path, units: int, tail: bytes) -> None:
+    """The chunked read of a CQ file counts what reading it whole counts, for every stop around
+    the chunk boundaries (1,024, 5,120 units), a full file and a partial unit at its end."""
+    import io
+
+    from rmqlab.codec.consume_queue_unit import CQ_UNIT_DTYPE
+    from rmqlab.spark.sources import _valid_count, _valid_count_file
+
+    full = 30_000
+    arr = np.zeros(full, CQ_UNIT_DTYPE)
+    arr["commit_log_offset"][:units] = np.arange(units) * 100
+    arr["size"][:units] = 100
+    data = arr.tobytes() + tail
+    for nominal in (full * 20, len(data), 2_000 * 20):
+        want = _valid_count(data[:nominal])
+        assert _valid_count_file(io.BytesIO(data), nominal) == want, nominal

@@ -1914,8 +1914,10 @@ class CommitLog:
         A stale hint would describe whatever record is later written at its offset, and
         dispatch checks only size, queue offset and store time against it."""
         hints = self.dispatch_hints
-        for k in [k for k in hints if start <= k < end]:
-            del hints[k]
+        # a copy first: in a threaded store the reput pops hints meanwhile (iterating the dict
+        # itself could raise "dictionary changed size", and del a key it already took)
+        for k in [k for k in list(hints) if start <= k < end]:
+            hints.pop(k, None)
 
     def _restore_queue_offsets(self, saved: dict[str, int | None]) -> None:
         """Put the queue offset table back as it was before a put that wrote nothing."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 import heapq
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 
 from rmqlab.config import ASYNC_FLUSH
@@ -117,8 +118,14 @@ class AllocateMappedFileService:
                 if not self.run_once():
                     # taken off the queue and never created (a run interrupted in between)
                     self._serve(req)
-        if not req.done.wait(self.timeout_ms / 1000.0):
-            return None  # "create mmap timeout"; the request stays for a later call
+        # Polled, not ``req.done.wait()``: an exception raised into this thread (a notebook's
+        # interrupt) just after ``Event.wait`` took its condition's lock leaves that lock held,
+        # and the next put, waiting on the same request, blocked forever with the put lock.
+        deadline = time.monotonic() + self.timeout_ms / 1000.0
+        while not req.done.is_set():
+            if time.monotonic() >= deadline:
+                return None  # "create mmap timeout"; the request stays for a later call
+            time.sleep(0.0002)
         with self._cond:
             if self._table.get(next_file_path) is req:
                 del self._table[next_file_path]

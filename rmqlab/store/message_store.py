@@ -30,7 +30,7 @@ from rmqlab import faults
 from rmqlab.clock import Clock, SystemClock
 from rmqlab.codec.batch import MessageBatch
 from rmqlab.codec.flags import BLANK_MAGIC_CODE, BORNHOST_V6_FLAG, PROPERTY_INNER_MULTI_DISPATCH, SCHEDULE_TOPIC
-from rmqlab.codec.message import PHYSICAL_OFFSET_POSITION, MessageRecord, decode_message
+from rmqlab.codec.message import PHYSICAL_OFFSET_POSITION, MessageRecord, decode_message, store_timestamp_position
 from rmqlab.codec.names import is_lmq_topic, is_system_topic
 from rmqlab.codec.scan import header_hop
 from rmqlab.codec.walk import check_message_and_return_size
@@ -186,7 +186,6 @@ def _size_hint(err: object, field: str) -> str:
     return f"; a store written with that size opens with MessageStoreConfig({field}={size})"
 
 
-_STORE_TIMESTAMP_POSITION = 56  # MessageDecoder.MESSAGE_STORE_TIMESTAMP_POSITION (an IPv4 born host)
 #: topics 4.9.8's cleanUnusedTopic never deletes (besides LMQ topics)
 _KEPT_UNUSED_V4 = frozenset({SCHEDULE_TOPIC, "RMQ_SYS_TRANS_OP_HALF_TOPIC"})
 
@@ -905,7 +904,7 @@ class MessageStore:
             if self.config.is_v4:
                 size = 2 * self.config.max_message_size
             else:
-                size = _STORE_TIMESTAMP_POSITION + (20 if ":" in self.commit_log.store_host[0] else 8)
+                size = store_timestamp_position(0) + (20 if ":" in self.commit_log.store_host[0] else 8)
             return self.commit_log.pickup_store_timestamp(first, size)
         return self.get_message_store_timestamp(topic, queue_id, self.get_min_offset_in_queue(topic, queue_id))
 

@@ -342,12 +342,17 @@ class MappedFile:
         Raises ``ReadOnlyStore`` on a read-only file and ``MappedFileError`` past the file end
         (nothing moves then).
         """
-        end = self.wrote_position + n
-        if end > self._limit or n < 0:
+        self.check_advance(n)
+        self.wrote_position += n
+
+    def check_advance(self, n: int) -> None:
+        """Raise what :meth:`advance_wrote_position` would raise for ``n`` bytes, moving
+        nothing: a writer that moves the position itself (as part of a larger commit) checks
+        first."""
+        if self.wrote_position + n > self._limit or n < 0:
             if self.read_only:
                 raise ReadOnlyStore(f"{self.file_name}: mapped read-only")
             raise MappedFileError(self.file_name, f"cannot advance {n} bytes past the file end")
-        self.wrote_position = end
 
     # ---------------------------------------------------------------------------------------
     # room on disk: a write to a page the file system has no block for raises SIGBUS

@@ -14,14 +14,19 @@ was left taken and never created), or the exact put path skipped a queue offset 
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 import pytest
 
@@ -29,8 +34,8 @@ from rmqlab import Message, MessageStore, MessageStoreConfig
 from rmqlab.files import mapped_file_queue
 from rmqlab.files.mapped_file import MappedFile
 from rmqlab.inspect import open_snapshot, verify
-from rmqlab.store.results import PutMessageStatus
-from tests.store.trace_interrupts import Interrupt
+from rmqlab.store.results import PutMessageResult, PutMessageStatus
+from tests.store.trace_interrupts import Interrupt, NthLineTracer, run_traced
 
 
 def _store(tmp_path: Path, **changes: object) -> MessageStore:
@@ -108,6 +113,82 @@ def test_the_exact_put_path_interrupted_while_rolling_keeps_queue_offsets_dense(
     finally:
         store.shutdown()
     assert _errors(tmp_path / "store") == []
+
+
+def _interrupted_twice(at: int, then: int, fn: Callable[[], object]) -> bool:
+    """``fn()`` interrupted at its ``at``-th line (:class:`NthLineTracer`), and again at the
+    ``then``-th place after it where CPython checks for an interrupt (a function entered, a
+    call returned: a profile function's call, return and c_return events), in whatever
+    cleanup the first one set off. The trace function cannot raise twice: CPython removes
+    one that raised (and a profile function that raised: one each)."""
+    state = {"armed": False, "events": 0}
+
+    class First(NthLineTracer):
+        def line(self, frame: FrameType, event: str, arg: object) -> Any:
+            try:
+                return super().line(frame, event, arg)
+            finally:
+                state["armed"] = self.fired
+
+    def second(frame: FrameType, event: str, arg: object) -> None:
+        if state["armed"] and event in ("call", "return", "c_return"):
+            state["events"] += 1
+            if state["events"] == then:
+                raise Interrupt
+
+    def guarded() -> None:
+        try:
+            fn()
+        finally:
+            state["armed"] = False  # not in the test's own code after fn
+
+    previous = sys.getprofile()
+    sys.setprofile(second)
+    try:
+        return run_traced(First(at), guarded)
+    finally:
+        sys.setprofile(previous)
+
+
+@pytest.mark.parametrize("exact", [False, True], ids=["fast", "exact"])
+def test_a_put_interrupted_twice_anywhere_skips_no_queue_offset(tmp_path: Path, exact: bool) -> None:
+    # every put rolls the CommitLog (a 5 KB record in 8 KiB files), cut short at each line
+    # where an interrupt can land, with a second interrupt landing in the cleanup the first
+    # set off. A put that undid its queue offset in an except clause skipped an offset when
+    # the second interrupt cut the undo short; the next put then got an offset one too high.
+    props = {"user": "p"} if exact else None  # user properties: the exact path (_put)
+    n = [0]
+
+    def put(store: MessageStore) -> PutMessageResult:
+        n[0] += 1
+        return store.put_message(Message("T", b"x" * 5000, keys=[f"k{n[0]}"], properties=props))
+
+    def fresh(i: int) -> tuple[Path, MessageStore]:
+        root = tmp_path / f"store{i}"
+        config = MessageStoreConfig.small(str(root), mapped_file_size_commit_log=8192)
+        return root, MessageStore.open(root, config, threaded=False)
+
+    root, store = fresh(0)
+    counter = NthLineTracer(None)
+    assert not run_traced(counter, functools.partial(put, store))
+    lines = counter.n
+    assert lines > 50, lines
+    fired = 0
+    for at in range(1, lines + 1):
+        for then in range(1, 9):
+            fired += _interrupted_twice(at, then, functools.partial(put, store))
+            r = put(store)  # not traced
+            assert r.ok, (at, then, r.status)
+            store.step()
+            assert r.queue_offset == store.get_max_offset_in_queue("T", 0) - 1, (at, then)
+        if at % 50 == 0:  # a new store now and then: 8 KiB files pile up
+            store.shutdown()
+            assert _errors(root) == []
+            shutil.rmtree(root)
+            root, store = fresh(at)
+    store.shutdown()
+    assert _errors(root) == []
+    assert fired > lines
 
 
 def _interrupt_a_put_loop(root: str, changes: dict, seconds: float) -> dict:

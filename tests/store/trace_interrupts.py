@@ -6,6 +6,8 @@ test can try every place between two statements, deterministically (a signal lan
 
 from __future__ import annotations
 
+import dis
+import functools
 import linecache
 import os
 import re
@@ -29,15 +31,42 @@ _RETURN_NAME = re.compile(r"return \w+")
 _AFTER_WITH: set[int] = set()  # frames whose last line event was a ``with`` line
 
 
+_PREV_LINE: dict[int, int] = {}  # frame id -> the line of its last line event
+_CALLED: set[int] = set()  # frames that called a Python function since their last line event
+
+
+def note_call(frame: FrameType) -> None:
+    """Every ``call`` event (of any code): its caller's current line ran a call, which CPython
+    follows with a check for a pending interrupt (a property getter, a Python ``__enter__``:
+    calls no CALL instruction shows)."""
+    if frame.f_back is not None:
+        _CALLED.add(id(frame.f_back))
+
+
+@functools.cache
+def _check_lines(code: CodeType) -> frozenset[int]:
+    """Lines of ``code`` with an instruction after which CPython checks for an interrupt."""
+    return frozenset(i.positions.lineno for i in dis.get_instructions(code)
+                     if (i.opname.startswith("CALL") or i.opname == "JUMP_BACKWARD") and i.positions
+                     and i.positions.lineno is not None)  # fmt: skip
+
+
 def no_real_interrupt_here(frame: FrameType) -> bool:
-    """Line events where a trace function may raise but no real interrupt can land (CPython
-    3.11 checks for one only at calls and backward jumps): a ``with`` line (also fired on the
-    way out, before ``__exit__``), the line after it (fired before the block is protected), a
-    ``try:`` line (its no-op is outside the enclosing ``with``'s handler), and ``return
-    name`` (no call: an interrupt lands after the call before, maybe inside a ``try`` this
-    line follows). Raising there would leave the lock of ``with lock:`` taken, or a store
-    open and running that ``MessageStore.open`` was about to hand back."""
+    """Line events where a trace function may raise but no real interrupt can land. CPython
+    (3.11, 3.12) checks for one only on entering a function, on a backward jump and just after
+    a call returns, so a line event is a real place only at a function's first line, after a
+    jump back, or after a line that made a call. Among those, not at: a ``with`` line (also
+    fired on the way out, before ``__exit__``), the line after it (fired before the block is
+    protected), a ``try:`` line (its no-op is outside the enclosing ``with``'s handler), and
+    ``return name`` (no call: an interrupt lands after the call before, maybe inside a ``try``
+    this line follows). Raising at the others would leave the lock of ``with lock:`` taken, a
+    store open that ``MessageStore.open`` was about to hand back, or a commit of two stores
+    with no call between (the put's queue offset and wrote position) half done."""
     key = id(frame)
+    prev = _PREV_LINE.get(key)
+    _PREV_LINE[key] = frame.f_lineno
+    called = key in _CALLED
+    _CALLED.discard(key)
     line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
     if line.startswith("try:") or _RETURN_NAME.fullmatch(line):
         return True
@@ -47,14 +76,19 @@ def no_real_interrupt_here(frame: FrameType) -> bool:
     if key in _AFTER_WITH:
         _AFTER_WITH.discard(key)
         return True
-    return False
+    if prev is None or called or frame.f_lineno <= prev:
+        return False
+    return prev not in _check_lines(frame.f_code)
 
 
 def frame_done(frame: FrameType) -> None:
     """Forget a frame that returns (or raises out). CPython reuses a freed frame's memory, so
     a later frame can get the same ``id``: left in ``_AFTER_WITH``, its first line would be
     taken for "the line after a ``with``" and skipped, in some runs and not others."""
-    _AFTER_WITH.discard(id(frame))
+    key = id(frame)
+    _AFTER_WITH.discard(key)
+    _PREV_LINE.pop(key, None)
+    _CALLED.discard(key)
 
 
 class LineTracer:
@@ -70,6 +104,8 @@ class LineTracer:
 
     def __call__(self, frame: FrameType, event: str, arg: object) -> Any:
         code = frame.f_code
+        if event == "call":
+            note_call(frame)
         if event != "call" or code not in self.codes or (self.target is not None and code is not self.target[0]):
             return None
         return self.line
@@ -95,6 +131,8 @@ class NthLineTracer:
         self.at, self.n, self.fired = at, 0, False
 
     def __call__(self, frame: FrameType, event: str, arg: object) -> Any:
+        if event == "call":
+            note_call(frame)
         code = frame.f_code  # not __del__: a collection may run one anywhere (its errors are only printed)
         if event == "call" and code.co_filename.startswith(RMQLAB) and code.co_name != "__del__":
             return self.line
@@ -114,6 +152,8 @@ class NthLineTracer:
 def run_traced(tracer: Callable[..., Any], fn: Callable[[], object]) -> bool:
     """``fn()`` with ``tracer`` on; whether an :class:`Interrupt` cut it short."""
     _AFTER_WITH.clear()
+    _PREV_LINE.clear()
+    _CALLED.clear()
     previous = sys.gettrace()  # coverage's, a debugger's: put back after
     sys.settrace(tracer)
     try:

@@ -30,6 +30,7 @@ from rmqlab.errors import MappedFileError
 from rmqlab.events import EventBus, FileDeleted
 from rmqlab.files.mapped_file import MappedFile
 from rmqlab.files.transient_store_pool import TransientStorePool
+from rmqlab.wakeups import Flag
 
 __all__ = ["AllocateMappedFileService", "AllocateRequest"]
 
@@ -43,7 +44,7 @@ class AllocateRequest:
     preallocated: bool = False
     mapped_file: MappedFile | None = None
     error: str | None = None
-    done: threading.Event = field(default_factory=threading.Event, repr=False)
+    done: Flag = field(default_factory=Flag, repr=False)  # polled: see rmqlab.wakeups
 
     def sort_key(self) -> tuple[int, int]:
         # AllocateRequest.compareTo: larger fileSize first, then smaller numeric file name
@@ -83,7 +84,10 @@ class AllocateMappedFileService:
         self._table: dict[str, AllocateRequest] = {}
         self._heap: list[tuple[tuple[int, int], int, AllocateRequest]] = []
         self._seq = 0
-        self._cond = threading.Condition()
+        # entered as ``with self._lock`` (a C lock), never ``with self._cond``: a producer an
+        # interrupt is raised into must not leave it held (see rmqlab.wakeups)
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._stopped = False
         self._thread: threading.Thread | None = None
 
@@ -98,7 +102,7 @@ class AllocateMappedFileService:
         pool = self.transient_store_pool
         if pool is not None and self.fast_fail_if_no_buffer_in_store_pool:
             can_submit = pool.available_buffer_nums() - len(self._heap)
-        with self._cond:
+        with self._lock:
             if next_file_path not in self._table:
                 if can_submit <= 0:
                     return None  # "TransientStorePool is not enough"
@@ -118,21 +122,21 @@ class AllocateMappedFileService:
                 if not self.run_once():
                     # taken off the queue and never created (a run interrupted in between)
                     self._serve(req)
-        # Polled, not ``req.done.wait()``: an exception raised into this thread (a notebook's
-        # interrupt) just after ``Event.wait`` took its condition's lock leaves that lock held,
-        # and the next put, waiting on the same request, blocked forever with the put lock.
+        # Polled: an exception raised into this thread (a notebook's interrupt) just after
+        # ``Event.wait`` took its condition's lock left that lock held, and the next put,
+        # waiting on the same request, blocked forever with the put lock (rmqlab.wakeups).
         deadline = time.monotonic() + self.timeout_ms / 1000.0
         while not req.done.is_set():
             if time.monotonic() >= deadline:
                 return None  # "create mmap timeout"; the request stays for a later call
             time.sleep(0.0002)
-        with self._cond:
+        with self._lock:
             if self._table.get(next_file_path) is req:
                 del self._table[next_file_path]
         return req.mapped_file
 
     def _offer(self, req: AllocateRequest) -> None:
-        # called with self._cond held
+        # called with self._lock held
         self._table[req.file_path] = req
         self._seq += 1
         heapq.heappush(self._heap, (req.sort_key(), self._seq, req))
@@ -140,7 +144,7 @@ class AllocateMappedFileService:
 
     def pending_requests(self) -> list[AllocateRequest]:
         """Requests filed and not yet handed out (created or not), in priority order."""
-        with self._cond:
+        with self._lock:
             return sorted(self._table.values(), key=AllocateRequest.sort_key)
 
     # ---------------------------------------------------------------------------------------
@@ -148,7 +152,7 @@ class AllocateMappedFileService:
 
     def run_once(self) -> bool:
         """Create the highest-priority queued file; False when the queue was empty."""
-        with self._cond:
+        with self._lock:
             if not self._heap:
                 return False
             _, _, req = heapq.heappop(self._heap)
@@ -171,7 +175,7 @@ class AllocateMappedFileService:
             raise
 
     def _fail(self, req: AllocateRequest, error: str, *, io_error: bool = True) -> None:
-        with self._cond:
+        with self._lock:
             if io_error:
                 self.has_exception = True
             req.error = error
@@ -198,7 +202,7 @@ class AllocateMappedFileService:
             # sees None at once (has_exception is cleared by the next success, as in RocketMQ).
             self._fail(req, str(exc))
             return
-        with self._cond:
+        with self._lock:
             req.mapped_file = mf
             self.has_exception = False
         req.done.set()
@@ -216,7 +220,7 @@ class AllocateMappedFileService:
 
     def _run(self) -> None:
         while True:
-            with self._cond:
+            with self._lock:
                 while not self._heap and not self._stopped:
                     self._cond.wait()
                 if self._stopped:
@@ -225,14 +229,14 @@ class AllocateMappedFileService:
 
     def shutdown(self) -> None:
         """Stop the thread and destroy files created but never handed out."""
-        with self._cond:
+        with self._lock:
             self._stopped = True
             self._cond.notify_all()
         if self._thread is not None:
             if self._thread.ident is not None:  # else start() was cut short before the thread ran
                 self._thread.join(timeout=10)
             self._thread = None
-        with self._cond:
+        with self._lock:
             reqs = list(self._table.values())
             self._table.clear()
             self._heap.clear()

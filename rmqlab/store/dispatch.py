@@ -35,6 +35,7 @@ from rmqlab.events import Dispatched, EventBus
 from rmqlab.faults import crash_point, is_armed
 from rmqlab.store.fast_walk import FastChecker, gather_dispatch_fields, property_values
 from rmqlab.store.services import NAP_MS, IdleNap
+from rmqlab.wakeups import Arrivals
 
 if TYPE_CHECKING:
     from rmqlab.store.commit_log import CommitLog, DispatchHint
@@ -315,7 +316,7 @@ class ReputMessageService:
         self.reput_from_offset = 0
         self.listeners: list[Callable[[DispatchRequest], None]] = []
         self.lock = threading.Lock()
-        self.arrived = threading.Condition()
+        self.arrived = Arrivals()  # waited on by consumers and producers: see rmqlab.wakeups
         self.direct_records = 0  # records small rounds sent the direct way (no DispatchRequest)
         self.nap = IdleNap()
 
@@ -339,8 +340,7 @@ class ReputMessageService:
         with self.lock:
             count = self._reput()
         if count:
-            with self.arrived:
-                self.arrived.notify_all()
+            self.arrived.notify_all()
             self.nap.round(True)
         else:  # idle only once caught up (a record it cannot pass yet keeps it polling)
             self.nap.round(self.reput_from_offset < self.commit_log.get_max_offset())
@@ -937,5 +937,4 @@ class ReputMessageService:
 
     def wait_for_arrival(self, timeout_s: float) -> bool:
         """Block until new records were dispatched or ``timeout_s`` passes (long polling)."""
-        with self.arrived:
-            return self.arrived.wait(timeout_s)
+        return self.arrived.wait(timeout_s)

@@ -800,8 +800,7 @@ class MessageStore:
         moved = time.monotonic()
         arrived = reput.arrived
         while reput.dispatch_behind_bytes() > target and self.started and not self.is_shutdown:
-            with arrived:
-                arrived.wait(0.001)
+            arrived.wait(0.001)
             now_at = reput.reput_from_offset
             if now_at != at:
                 at, moved = now_at, time.monotonic()

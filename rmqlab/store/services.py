@@ -12,6 +12,8 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
+from rmqlab.wakeups import Flag, Wakeup
+
 __all__ = ["NAP_MS", "IdleNap", "Service", "ServiceRunner", "StepRunner", "ThreadedRunner"]
 
 log = logging.getLogger(__name__)
@@ -110,8 +112,8 @@ class _Loop(threading.Thread):
     def __init__(self, service: Service) -> None:
         super().__init__(name=f"rmqlab-{service.name}", daemon=True)
         self.service = service
-        self.stopped = threading.Event()
-        self.woken = threading.Event()
+        self.stopped = Flag()
+        self.woken = Wakeup()  # set by producers: see rmqlab.wakeups
 
     def run(self) -> None:
         # Optional ``initial_delay_ms()``: the broker starts cleanup 60 s after start. A wakeup
@@ -119,7 +121,6 @@ class _Loop(threading.Thread):
         initial_delay = getattr(self.service, "initial_delay_ms", None)
         if initial_delay is not None:
             self.woken.wait(initial_delay() / 1000.0)
-            self.woken.clear()
         last_error = ""
         while not self.stopped.is_set():
             try:
@@ -132,7 +133,6 @@ class _Loop(threading.Thread):
             else:
                 last_error = ""
             self.woken.wait(self.service.interval_ms() / 1000.0)
-            self.woken.clear()
 
 
 class ThreadedRunner:

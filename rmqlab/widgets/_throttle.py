@@ -24,6 +24,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from rmqlab.wakeups import Wakeup
+
 __all__ = ["ALL", "EventRouter", "Throttle"]
 
 #: The flag meaning "everything": a full redraw (first draw, reopen, user action).
@@ -52,7 +54,7 @@ class Throttle:
         self._dirty: set[str] = set()
         self._lock = threading.Lock()
         self._draw_lock = threading.RLock()  # refresh() may run inside a redraw
-        self._wake = threading.Event()
+        self._wake = Wakeup()  # set inside publish, on a thread a notebook interrupts: rmqlab.wakeups
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._next_allowed = 0.0

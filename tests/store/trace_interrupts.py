@@ -45,10 +45,12 @@ def note_call(frame: FrameType) -> None:
 
 @functools.cache
 def _check_lines(code: CodeType) -> frozenset[int]:
-    """Lines of ``code`` with an instruction after which CPython checks for an interrupt."""
-    return frozenset(i.positions.lineno for i in dis.get_instructions(code)
-                     if (i.opname.startswith("CALL") or i.opname == "JUMP_BACKWARD") and i.positions
-                     and i.positions.lineno is not None)  # fmt: skip
+    """Lines of ``code`` (as line events number them: ``co_lines``) with an instruction after
+    which CPython checks for an interrupt."""
+    checks = [i.offset for i in dis.get_instructions(code)
+              if i.opname.startswith("CALL") or i.opname == "JUMP_BACKWARD"]  # fmt: skip
+    return frozenset(line for start, end, line in code.co_lines()
+                     if line is not None and any(start <= o < end for o in checks))  # fmt: skip
 
 
 def no_real_interrupt_here(frame: FrameType) -> bool:

@@ -270,8 +270,9 @@ def _interrupt_a_put_loop(root: str, changes: dict, seconds: float) -> dict:
 
 
 @pytest.mark.parametrize("changes", [{}, {"transient_store_pool_enable": True}, {"flush_disk_type": "SYNC_FLUSH"},
-                                     {"threaded": True}, {"threaded": True, "transient_store_pool_enable": True}],
-                         ids=["async", "pool", "sync", "threaded", "threaded-pool"])
+                                     {"threaded": True}, {"threaded": True, "transient_store_pool_enable": True},
+                                     {"threaded": True, "flush_disk_type": "SYNC_FLUSH"}],
+                         ids=["async", "pool", "sync", "threaded", "threaded-pool", "threaded-sync"])
 def test_puts_interrupted_at_random_moments(tmp_path: Path, changes: dict) -> None:
     import rmqlab
 

@@ -230,30 +230,47 @@ class GroupCommitService:
         return served
 
     def _run_round(self) -> int | None:
-        """One round: take the queue and serve it; None if no slot was free (or no round may start)."""
-        if not self._round.acquire(blocking=False):
+        """One round: take the queue and serve it; None if no slot was free (or no round may start).
+
+        A round cut short (a KeyboardInterrupt in the producer leading it, at any place an
+        interrupt can land, even a second one in the cleanup) gives its slot back and puts its
+        requests back at the head of the queue for the next round (served ones are answered
+        again as no-ops). Before, an interrupt just after ``_round`` was released kept the
+        slot counted for good (the next round started within ``overlap_after_ns`` of it was
+        refused: a stepped store answered that put FLUSH_DISK_TIMEOUT at once), and one just
+        after ``_round`` was taken kept it taken (no round ever again).
+        """
+        if self._round.locked():
             return None  # another thread is starting a round: it looks at the queue after its own
+        requests: list[GroupCommitRequest] | None = None
+        served = False
         try:
-            queued = len(self._requests)
-            if not queued:
-                return 0  # another thread took the queue since the caller looked
-            if self._in_flight:
-                if self._in_flight >= self.max_in_flight:
-                    return None  # the rounds in flight look at the queue when they finish
-                if _now_ns() - self._last_start_ns < self.overlap_after_ns:
-                    return None  # a young round: better to share the next one than to overlap
-            self._last_start_ns = _now_ns()
-            self._in_flight += 1
-            self.rounds += 1
-            with self._lock:
-                requests, self._requests = self._requests, []
-        finally:
-            self._round.release()
-        try:
-            self._serve(requests)
-        finally:
+            # ``with`` on the C lock: taken and protected at once, where an interrupt after
+            # ``acquire(blocking=False)`` returned left it taken for good (the check above
+            # makes a wait here rare: only when two threads race to start a round)
             with self._round:
-                self._in_flight -= 1
+                queued = len(self._requests)
+                if not queued:
+                    return 0  # another thread took the queue since the caller looked
+                if self._in_flight:
+                    if self._in_flight >= self.max_in_flight:
+                        return None  # the rounds in flight look at the queue when they finish
+                    if _now_ns() - self._last_start_ns < self.overlap_after_ns:
+                        return None  # a young round: better to share the next one than to overlap
+                self._last_start_ns = _now_ns()
+                self.rounds += 1
+                with self._lock:  # the swap and the count with no interrupt point between them
+                    requests, self._requests = self._requests, []
+                    self._in_flight += 1
+            self._serve(requests)
+            served = True
+        finally:
+            if requests is not None:
+                with self._round:  # a C lock: nothing in here can be interrupted
+                    self._in_flight -= 1
+                    if not served:
+                        with self._lock:
+                            self._requests[:0] = requests
         return len(requests)
 
     def _serve(self, requests: list[GroupCommitRequest]) -> None:

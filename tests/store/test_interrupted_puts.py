@@ -35,7 +35,7 @@ from rmqlab.files import mapped_file_queue
 from rmqlab.files.mapped_file import MappedFile
 from rmqlab.inspect import open_snapshot, verify
 from rmqlab.store.results import PutMessageResult, PutMessageStatus
-from tests.store.trace_interrupts import Interrupt, NthLineTracer, run_traced
+from tests.store.trace_interrupts import Interrupt, NthLineTracer, run_interrupted_at_event, run_traced
 
 
 def _store(tmp_path: Path, **changes: object) -> MessageStore:
@@ -115,6 +115,9 @@ def test_the_exact_put_path_interrupted_while_rolling_keeps_queue_offsets_dense(
     assert _errors(tmp_path / "store") == []
 
 
+_WHERE: list[str] = []  # where the last interrupts landed, for failure messages
+
+
 def _interrupted_twice(at: int, then: int, fn: Callable[[], object]) -> bool:
     """``fn()`` interrupted at its ``at``-th line (:class:`NthLineTracer`), and again at the
     ``then``-th place after it where CPython checks for an interrupt (a function entered, a
@@ -122,18 +125,23 @@ def _interrupted_twice(at: int, then: int, fn: Callable[[], object]) -> bool:
     cleanup the first one set off. The trace function cannot raise twice: CPython removes
     one that raised (and a profile function that raised: one each)."""
     state = {"armed": False, "events": 0}
+    _WHERE.clear()
 
     class First(NthLineTracer):
         def line(self, frame: FrameType, event: str, arg: object) -> Any:
             try:
                 return super().line(frame, event, arg)
             finally:
+                if self.fired and not state["armed"]:
+                    _WHERE[:] = [f"{frame.f_code.co_name}:{frame.f_lineno}"]
                 state["armed"] = self.fired
 
     def second(frame: FrameType, event: str, arg: object) -> None:
         if state["armed"] and event in ("call", "return", "c_return"):
             state["events"] += 1
             if state["events"] == then:
+                _WHERE.append(f"{frame.f_code.co_name}:{frame.f_lineno} ({event}"
+                              f"{' ' + getattr(arg, '__name__', '') if event == 'c_return' else ''})")
                 raise Interrupt
 
     def guarded() -> None:
@@ -150,12 +158,15 @@ def _interrupted_twice(at: int, then: int, fn: Callable[[], object]) -> bool:
         sys.setprofile(previous)
 
 
-@pytest.mark.parametrize("path", ["fast", "exact", "batch", "exact-batch"])
-def test_a_put_interrupted_twice_anywhere_skips_no_queue_offset(tmp_path: Path, path: str) -> None:
-    # every put rolls the CommitLog (5 KB of records in 8 KiB files), cut short at each line
-    # where an interrupt can land, with a second interrupt landing in the cleanup the first
-    # set off. A put that undid its queue offset in an except clause skipped an offset when
-    # the second interrupt cut the undo short; the next put then got an offset one too high.
+@pytest.mark.parametrize("model", ["lines", "events"])
+@pytest.mark.parametrize("path", ["fast", "exact", "batch", "exact-batch", "sync"])
+def test_a_put_interrupted_twice_anywhere_skips_no_queue_offset(tmp_path: Path, path: str, model: str) -> None:
+    # every put rolls the CommitLog (5 KB of records in 8 KiB files), cut short at each place
+    # where an interrupt can land (lines: NthLineTracer's model, second interrupts 1-8 checks
+    # later; events: EventInterrupter's exact one, none or 1-3 later), the second landing in
+    # the cleanup the first set off. A put that undid its queue offset in an except clause
+    # skipped an offset when the second interrupt cut the undo short; the next put then got an
+    # offset one too high. A group-commit round cut short kept its slot (FLUSH_DISK_TIMEOUT).
     props = {"user": "p"} if path.startswith("exact") else None  # user properties: the exact path (_put)
     n = [0]
 
@@ -168,22 +179,36 @@ def test_a_put_interrupted_twice_anywhere_skips_no_queue_offset(tmp_path: Path, 
 
     def fresh(i: int) -> tuple[Path, MessageStore]:
         root = tmp_path / f"store{i}"
-        config = MessageStoreConfig.small(str(root), mapped_file_size_commit_log=8192)
+        # sync: 5.3.3's group commit flushes until done (4.9.8 flushes twice, so a put after
+        # interrupted ones, whose records wait unflushed, can span three 8 KiB files and time out)
+        sync = {"flush_disk_type": "SYNC_FLUSH", "rocketmq_version": "5.3.3"} if path == "sync" else {}
+        config = MessageStoreConfig.small(str(root), mapped_file_size_commit_log=8192, **sync)
         return root, MessageStore.open(root, config, threaded=False)
 
+    def interrupted(at: int, then: int) -> int:
+        fn = functools.partial(put, store)
+        if model == "lines":
+            return _interrupted_twice(at, then, fn)
+        hooks = run_interrupted_at_event(at, then, fn)
+        _WHERE[:] = [f"event {at}, then {then}"]
+        return hooks.fired
+
     root, store = fresh(0)
-    counter = NthLineTracer(None)
-    assert not run_traced(counter, functools.partial(put, store))
-    lines = counter.n
-    assert lines > 50, lines
+    if model == "lines":
+        counter = NthLineTracer(None)
+        assert not run_traced(counter, functools.partial(put, store))
+        places, thens = counter.n, range(1, 9)
+    else:
+        places, thens = run_interrupted_at_event(None, 0, functools.partial(put, store)).n, range(4)
+    assert places > 50, places
     fired = 0
-    for at in range(1, lines + 1):
-        for then in range(1, 9):
-            fired += _interrupted_twice(at, then, functools.partial(put, store))
+    for at in range(1, places + 1):
+        for then in thens:
+            fired += interrupted(at, then)
             r = put(store)  # not traced
-            assert r.ok, (at, then, r.status)
+            assert r.ok, (at, then, _WHERE, r.status)
             store.step()
-            assert r.queue_offset + r.append_result.msg_num == store.get_max_offset_in_queue("T", 0), (at, then)
+            assert r.queue_offset + r.append_result.msg_num == store.get_max_offset_in_queue("T", 0), (at, then, _WHERE)
         if at % 50 == 0:  # a new store now and then: 8 KiB files pile up
             store.shutdown()
             assert _errors(root) == []
@@ -191,7 +216,7 @@ def test_a_put_interrupted_twice_anywhere_skips_no_queue_offset(tmp_path: Path, 
             root, store = fresh(at)
     store.shutdown()
     assert _errors(root) == []
-    assert fired > lines
+    assert fired > places
 
 
 def _interrupt_a_put_loop(root: str, changes: dict, seconds: float) -> dict:

@@ -193,3 +193,65 @@ def assert_acked_found(store: MessageStore, acked: list[tuple[str, int, int, int
         r.release()
         found = [m.commit_log_offset for m in store.query_message(topic, key, max_num=64).messages]
         assert wrote in found, (topic, key, wrote, found)
+
+
+
+class EventInterrupter:
+    """Raises :class:`Interrupt` where CPython itself raises one sent from outside: at the
+    ``at``-th call, return or c_return event of rmqlab code (a function entered; a Python or C
+    call returned to rmqlab), as a ``sys.setprofile`` function; and, with ``then``, again at
+    the ``then``-th function entry or return after it (of any code), in whatever cleanup the
+    first one set off, as a ``sys.settrace`` function (CPython removes a profile or trace
+    function that raised, so each raises once). With ``at`` None it counts the events (``n``).
+
+    This is the exact model of where a real interrupt lands, where :class:`NthLineTracer`
+    approximates it by line events (for it, the check just after the call on the line before
+    a ``try:`` lands inside the ``try``)."""
+
+    def __init__(self, at: int | None, then: int = 0) -> None:
+        self.at, self.then = at, then
+        self.n = 0
+        self.fired = 0
+        self.after = -1  # events since the first raise: -1 before it, -2 once nothing is left to raise
+
+    def profile(self, frame: FrameType, event: str, arg: object) -> None:
+        if self.after != -1 or event not in ("call", "return", "c_return"):
+            return
+        code = frame.f_code
+        if not code.co_filename.startswith(RMQLAB) or code.co_name == "__del__":
+            return  # __del__: a collection may run one anywhere (its errors are only printed)
+        self.n += 1
+        if self.n == self.at:
+            self.fired += 1
+            self.after = 0 if self.then else -2
+            raise Interrupt
+
+    def trace(self, frame: FrameType, event: str, arg: object) -> Any:
+        if self.after >= 0 and event in ("call", "return"):
+            self.after += 1
+            if self.after == self.then:
+                self.after = -2
+                self.fired += 1
+                raise Interrupt
+        return self.trace if self.after != -2 else None
+
+
+def run_interrupted_at_event(at: int | None, then: int, fn: Callable[[], object]) -> EventInterrupter:
+    """``fn()`` under an :class:`EventInterrupter` (an ``Interrupt`` out of ``fn`` is caught
+    here); it tells how many events it counted and how many interrupts it raised."""
+    hooks = EventInterrupter(at, then)
+    profile, trace = sys.getprofile(), sys.gettrace()  # coverage's, a debugger's: put back after
+    sys.setprofile(hooks.profile)
+    if then:
+        sys.settrace(hooks.trace)
+    try:
+        try:
+            fn()
+        finally:
+            hooks.after = -2  # nothing raised in the test's own code after fn
+    except Interrupt:
+        pass
+    finally:
+        sys.setprofile(profile)
+        sys.settrace(trace)
+    return hooks

@@ -195,9 +195,19 @@ class IndexService:
             end_ts = prev.end_timestamp if prev is not None else 0
             os.makedirs(self.store_path, exist_ok=True)
             path = self._free_file_name()
-            new = IndexFile(path, self.hash_slot_num, self.index_num, end_phy, end_ts,
-                            bus=self._bus)
-            self._files = [*files, new]
+            try:
+                new = IndexFile(path, self.hash_slot_num, self.index_num, end_phy, end_ts,
+                                bus=self._bus)
+                self._files = [*files, new]  # no interrupt can land between these two
+            except BaseException:
+                # cut short (a notebook's interrupt while the file was made): take the file
+                # away, or it stays behind for good, a later roll taking a later time's name
+                if self._files is files:
+                    try:  # no call before the removal: a second interrupt lands after it
+                        os.remove(path)
+                    except OSError:
+                        pass
+                raise
         if prev is not None:
             crash_point("index_roll")
             self.flush_file(prev)

@@ -13,6 +13,8 @@ and key by key while someone listens to the store's events.
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from types import CodeType
@@ -27,7 +29,7 @@ from rmqlab.store.consume_queue import ConsumeQueue
 from rmqlab.store.dispatch import ReputMessageService
 from rmqlab.store.index_file import IndexFile
 from rmqlab.store.index_service import IndexService
-from tests.store.trace_interrupts import LineTracer, assert_acked_found, run_traced
+from tests.store.trace_interrupts import LineTracer, assert_acked_found, run_interrupted_at_event, run_traced
 
 TARGETS: list[Callable[..., Any]] = [
     IndexFile.put_key, IndexFile.put_hashes, IndexFile.put_items,
@@ -101,3 +103,36 @@ def test_dispatch_interrupted_at_every_line(tmp_path: Path, mode: str) -> None:
             raise AssertionError(f"interrupted at {CODES[target[0]]} line {target[1]}: {e}") from None
         fired += tracer.fired
     assert fired == len(lines)  # every line found was interrupted once
+
+
+@pytest.mark.parametrize("then", [0, 1, 2])
+def test_an_index_file_creation_interrupted_anywhere_leaves_no_orphan_file(tmp_path: Path, then: int) -> None:
+    # at each place CPython can raise an interrupt (EventInterrupter), and again ``then``
+    # places later: an index file left on disk but never taken into the service stayed behind
+    # for good (the next file is named by a later time), one more index file than RocketMQ has
+    def index_files(root: Path) -> list[str]:
+        return sorted(os.listdir(root / "index")) if (root / "index").exists() else []
+
+    def fresh(root: Path) -> MessageStore:
+        return MessageStore.open(root, MessageStoreConfig.small(str(root)), threaded=False)
+
+    for name in ("warm", "count"):  # the first call ever runs more (lazy set-up): count the second
+        store = fresh(tmp_path / name)
+        events = run_interrupted_at_event(None, 0, store.index_service.get_and_create_last_index_file).n
+        store.shutdown()
+    assert events > 20, events
+    for at in range(1, events + 1):
+        root = tmp_path / f"run-{at}"
+        store = fresh(root)
+        try:
+            hooks = run_interrupted_at_event(at, then, store.index_service.get_and_create_last_index_file)
+            assert hooks.fired, at
+            own = sorted(f.name for f in store.index_service._files)
+            assert index_files(root) == own, (at, hooks.where)
+            store.put_message(Message("T", b"x", keys=["k"]))  # the store goes on indexing
+            store.step()
+            assert [m.body for m in store.query_message("T", "k").messages] == [b"x"], (at, hooks.where)
+        finally:
+            store.shutdown()
+        assert len(index_files(root)) == 1, (at, hooks.where)
+        shutil.rmtree(root)

@@ -190,7 +190,7 @@ def test_a_put_interrupted_twice_anywhere_skips_no_queue_offset(tmp_path: Path, 
         if model == "lines":
             return _interrupted_twice(at, then, fn)
         hooks = run_interrupted_at_event(at, then, fn)
-        _WHERE[:] = [f"event {at}, then {then}"]
+        _WHERE[:] = hooks.where
         return hooks.fired
 
     root, store = fresh(0)

@@ -213,6 +213,7 @@ class EventInterrupter:
         self.n = 0
         self.fired = 0
         self.after = -1  # events since the first raise: -1 before it, -2 once nothing is left to raise
+        self.where: list[str] = []  # where each interrupt was raised, for failure messages
 
     def profile(self, frame: FrameType, event: str, arg: object) -> None:
         if self.after != -1 or event not in ("call", "return", "c_return"):
@@ -224,6 +225,7 @@ class EventInterrupter:
         if self.n == self.at:
             self.fired += 1
             self.after = 0 if self.then else -2
+            self.where.append(_place(frame, event, arg))
             raise Interrupt
 
     def trace(self, frame: FrameType, event: str, arg: object) -> Any:
@@ -232,8 +234,14 @@ class EventInterrupter:
             if self.after == self.then:
                 self.after = -2
                 self.fired += 1
+                self.where.append(_place(frame, event, arg))
                 raise Interrupt
         return self.trace if self.after != -2 else None
+
+
+def _place(frame: FrameType, event: str, arg: object) -> str:
+    what = f" {getattr(arg, '__qualname__', arg)}" if event == "c_return" else ""
+    return f"{frame.f_code.co_qualname}:{frame.f_lineno} ({event}{what})"
 
 
 def run_interrupted_at_event(at: int | None, then: int, fn: Callable[[], object]) -> EventInterrupter:

@@ -13,6 +13,7 @@ Layout (big-endian)::
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ __all__ = [
     "MSG_TAG_OFFSET_INDEX",
     "PRE_BLANK_UNIT",
     "decorate",
+    "first_in_chunks",
     "is_ext_addr",
     "is_valid_unit",
     "pack_unit",
@@ -72,21 +74,29 @@ def units_view(buf: Any) -> np.ndarray:
     return np.frombuffer(buf, dtype=CQ_UNIT_DTYPE, count=n)
 
 
-def valid_prefix(units: np.ndarray, first_chunk: int = 1024) -> int:
-    """How many leading units are valid (``offset >= 0 and size > 0``): where RocketMQ's
-    ``ConsumeQueue.recover`` ends a file. Looked for in chunks growing 4x, so a file that is
-    mostly unwritten (a queue with a few units in a 6 MB file) costs microseconds, and a full
-    file about one pass."""
-    n = len(units)
-    start, step = 0, first_chunk
+def first_in_chunks(n: int, hits: Callable[[int, int], np.ndarray], start: int = 0,
+                    first_chunk: int = 1024) -> int:
+    """The first index in ``[start, n)`` where ``hits(lo, hi)`` (a boolean array for units
+    ``[lo, hi)``) is true, or ``n``; looked for in chunks growing 4x, so a file that is mostly
+    unwritten (a queue with a few units in a 6 MB file) costs microseconds, and a full file
+    about one pass."""
+    step = first_chunk
     while start < n:
-        chunk = units[start : start + step]
-        bad = np.flatnonzero((chunk["commit_log_offset"] < 0) | (chunk["size"] <= 0))
-        if bad.size:
-            return start + int(bad[0])
-        start += len(chunk)
+        hi = min(start + step, n)
+        found = np.flatnonzero(hits(start, hi))
+        if found.size:
+            return start + int(found[0])
+        start = hi
         step *= 4
     return n
+
+
+def valid_prefix(units: np.ndarray, first_chunk: int = 1024) -> int:
+    """How many leading units are valid (``offset >= 0 and size > 0``): where RocketMQ's
+    ``ConsumeQueue.recover`` ends a file (:func:`first_in_chunks`)."""
+    offsets, sizes = units["commit_log_offset"], units["size"]
+    return first_in_chunks(len(units), lambda lo, hi: (offsets[lo:hi] < 0) | (sizes[lo:hi] <= 0),
+                           first_chunk=first_chunk)  # fmt: skip
 
 
 def is_ext_addr(tags_code: int) -> bool:

@@ -37,6 +37,7 @@ from rmqlab.codec.consume_queue_unit import (
     CQ_STORE_UNIT_SIZE,
     CQ_UNIT_DTYPE,
     PRE_BLANK_UNIT,
+    first_in_chunks,
     pack_unit,
     units_view,
     unpack_unit,
@@ -127,21 +128,20 @@ def truncation_point(offsets: np.ndarray, sizes: np.ndarray, phy_offset: int) ->
         return 0, None
     if o0 + s0 > phy_offset and not (o0 == 0 and s0 == 0x7FFFFFFF):
         return 0, 0
-    # units 1.., vectorised in chunks growing 4x: a file holds up to 300,000 units, and a
-    # queue with a few units in it should not cost a pass over all of them (a store of
-    # thousands of queues opens in their number of milliseconds otherwise)
-    start, step = 1, 1024
-    while start < n:
-        o = offsets[start : start + step].astype(np.int64)
-        z = sizes[start : start + step].astype(np.int64)
+    # units 1.., vectorised in chunks growing 4x (first_in_chunks): a file holds up to 300,000
+    # units, and a queue with a few units in it should not cost a pass over all of them (a
+    # store of thousands of queues opens in their number of milliseconds otherwise)
+
+    def stops(lo: int, hi: int) -> np.ndarray:
+        o, z = offsets[lo:hi].astype(np.int64), sizes[lo:hi].astype(np.int64)
         past = (o < phy_offset) & (o + z > phy_offset) & ~((o == 0) & (z == 0x7FFFFFFF))
-        hits = np.flatnonzero((o < 0) | (z <= 0) | (o >= phy_offset) | past)
-        if hits.size:
-            h = int(hits[0])
-            return start + h, (start + h if past[h] else None)
-        start += len(o)
-        step *= 4
-    return n, None
+        return (o < 0) | (z <= 0) | (o >= phy_offset) | past
+
+    k = first_in_chunks(n, stops, start=1)
+    if k == n:
+        return n, None
+    o, z = int(offsets[k]), int(sizes[k])
+    return k, (k if o < phy_offset < o + z and not (o == 0 and z == 0x7FFFFFFF) else None)
 
 
 def unit_past_log_note(queue: str, file: str, i: int, offset: int, size: int, phy_offset: int,

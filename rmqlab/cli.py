@@ -358,6 +358,45 @@ def cq(store: Path, hash_slot_num: int | None, index_num: int | None, topic: str
     _emit_frame(df, mode, f"{topic}/{queue_id}: {len(df)} units", "units", capped=limit is None)
 
 
+@main.command()
+@_store_options
+@click.option("--delay-levels", default=None, metavar="LEVELS",
+              help='The broker\'s messageDelayLevel, e.g. "1s 5s 10s" (default: RocketMQ\'s 18 levels).')
+@_output_options
+def delays(store: Path, hash_slot_num: int | None, index_num: int | None, delay_levels: str | None, as_json: bool,
+           json_lines: bool) -> None:
+    """Delayed messages: per delay level, how far delivery got (config/delayOffset.json) and what
+    still waits in its SCHEDULE_TOPIC_XXXX queue.
+
+    JSON: {store, source ("file", "bak" or null), error, levels: [{level, queue_id, delay_ms, offset,
+    min_offset, max_offset, waiting, next_due_ms}]}; offset is null when the file has none for the
+    level (delivery starts at 0), next_due_ms when nothing waits.
+
+    Example: rmqlab delays data/clean-small --json
+    """
+    from rmqlab import render
+
+    mode = _mode(as_json, json_lines)
+    with _open(store, hash_slot_num, index_num) as snap:
+        try:
+            df = snap.delays(delay_levels)
+        except (ValueError, KeyError, IndexError) as e:
+            raise click.BadParameter(f"{delay_levels!r} is not a list like '1s 5s 10m 2h' ({e})",
+                                     param_hint="--delay-levels") from None
+        rows = render.frame_rows(df)
+        out = {"store": snap.path, "source": df.attrs["source"], "error": df.attrs["error"] or None, "levels": rows}
+    if render.emit(out, rows, mode):
+        return
+    source = {"file": "config/delayOffset.json", "bak": "config/delayOffset.json.bak"}.get(out["source"] or "",
+                                                                                          "no delayOffset.json")
+    render.table(f"Delay levels ({source})", ["level", "queue", "delay", "delivered to", "queue max", "waiting",
+                                              "next due (UTC)"],
+                 ([r["level"], r["queue_id"], r["delay_ms"], "-" if r["offset"] is None else r["offset"],
+                   r["max_offset"], r["waiting"], render.ms_to_iso(r["next_due_ms"] or 0)] for r in rows))
+    if out["error"]:
+        click.echo(f"rmqlab: {out['error']}", err=True)
+
+
 def _emit_frame(df: Any, mode: str, title: str, what: str, *, capped: bool = True) -> None:
     """A frame as streamed JSON / JSON lines, or a table of its first TABLE_ROWS rows
     (``capped``: the user gave no limit of their own) with a note on stderr saying so."""

@@ -16,6 +16,7 @@ __all__ = [
     "NotAStore",
     "ReadOnlyStore",
     "RmqlabError",
+    "ScheduleRecordError",
     "StoreLocked",
     "TruncatedRecord",
 ]
@@ -129,3 +130,12 @@ class NotAStore(RmqlabError):
 
 class ConfigError(RmqlabError):
     """A configuration value out of its allowed range."""
+
+
+class ScheduleRecordError(RmqlabError):
+    """A due delayed message whose schedule record cannot be put back (no ``REAL_TOPIC``, a
+    ``REAL_QID`` that is not an int): RocketMQ's delivery task throws and retries it every 10 s."""
+
+    def __init__(self, offset: int, detail: str) -> None:
+        self.offset = offset
+        super().__init__(f"schedule record at commit log offset {offset}: {detail}")

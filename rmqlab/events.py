@@ -31,6 +31,7 @@ __all__ = [
     "MemoryPut",
     "RecoveryStep",
     "Rolled",
+    "ScheduleDelivered",
 ]
 
 
@@ -171,6 +172,20 @@ class MemoryEvicted(Event):
     queue_id: int
     queue_offset: int
     size: int
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleDelivered(Event):
+    """A delayed message came due: the unit at ``schedule_offset`` of ``SCHEDULE_TOPIC_XXXX``
+    queue ``level - 1`` (the record at ``from_offset``) put back into ``topic``/``queue_id``
+    as the record at ``to_offset``."""
+
+    level: int
+    schedule_offset: int
+    from_offset: int
+    topic: str
+    queue_id: int
+    to_offset: int
 
 
 @dataclass

@@ -20,6 +20,9 @@ from rmqlab.codec.flags import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_CLUSTER,
     PROPERTY_CRC32,
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
     PROPERTY_SEPARATOR,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     PROPERTY_WAIT_STORE_MSG_OK,
@@ -33,10 +36,12 @@ __all__ = [
     "encode_broker_properties",
     "encode_broker_properties_and_map",
     "encode_properties",
+    "encode_scheduled_broker_properties_and_map",
     "java_hashmap_capacity",
     "java_hashmap_order",
     "property_value",
     "raw_property_value",
+    "reserialised_properties_and_map",
     "trailing_separator_for",
 ]
 
@@ -252,12 +257,55 @@ def encode_broker_properties_and_map(
     view (Java drops empty pairs and splits on separators inside values).
     """
     m = _broker_map(props, version, cluster, uniq_key)
-    order = _broker_order(tuple(m), version)
+    return _serialise(m, _broker_order(tuple(m), version), version)
+
+
+def encode_scheduled_broker_properties_and_map(
+    props: Mapping[str, str],
+    version: str,
+    cluster: str | None,
+    *,
+    real_topic: str,
+    real_queue_id: int,
+    delay_level: str,
+    uniq_key: str | None = None,
+) -> tuple[bytes, dict[str, str] | None]:
+    """:func:`encode_broker_properties_and_map` for a delayed message the broker moves to
+    ``SCHEDULE_TOPIC_XXXX`` (spec 2.10): ``REAL_TOPIC`` and ``REAL_QID`` put into the broker's
+    map, ``DELAY`` set to ``delay_level`` (the level, capped at the highest one), then the map
+    serialised again. 4.9.8 does it in ``CommitLog.asyncPutMessage`` on the map
+    ``SendMessageProcessor`` took WAIT out of and put it back into, so WAIT is stored (last in
+    its bucket) where a plain message has none; 5.x (broker ``HookUtils``) keeps WAIT where it
+    was, as it does for every message.
+    """
+    m = _broker_map(props, version, cluster, uniq_key)
+    if version == "4.9.8" and PROPERTY_WAIT_STORE_MSG_OK in m:
+        m[PROPERTY_WAIT_STORE_MSG_OK] = m.pop(PROPERTY_WAIT_STORE_MSG_OK)
+    m[PROPERTY_DELAY_TIME_LEVEL] = delay_level
+    m[PROPERTY_REAL_TOPIC] = real_topic
+    m[PROPERTY_REAL_QUEUE_ID] = str(real_queue_id)
+    order = java_hashmap_order(tuple(m), 16 if version == "4.9.8" else 128, max_size=len(m))
+    return _serialise(m, tuple(order), version)
+
+
+def reserialised_properties_and_map(props: Mapping[str, str], version: str) -> tuple[bytes, dict[str, str] | None]:
+    """``messageProperties2String`` of the map a broker of ``version`` decodes from a stored
+    record (``string2messageProperties``: 4.9.8 ``HashMap()``, 5.x ``HashMap(128)``, pairs put in
+    ``props``' on-disk order), and the map a reader parses back (or None). What
+    ``ScheduleMessageService.messageTimeup`` stores for a delayed message that is due."""
+    m = dict(props)
+    order = java_hashmap_order(tuple(m), 16 if version == "4.9.8" else 128, max_size=len(m))
+    return _serialise(m, tuple(order), version)
+
+
+def _serialise(m: dict[str, str], order: tuple[str, ...], version: str) -> tuple[bytes, dict[str, str] | None]:
+    """``messageProperties2String`` of ``m`` in ``order``, and the map a reader parses back (or
+    None, see :func:`encode_broker_properties_and_map`)."""
     pairs = [f"{k}{NAME_VALUE_SEPARATOR}{m[k]}" for k in order]
     text = PROPERTY_SEPARATOR.join(pairs)
     n = len(pairs)
     try:  # str.__len__ raises TypeError for a non-str key or value (then: not clean)
-        non_empty = min(map(str.__len__, m)) > 0 and min(map(str.__len__, m.values())) > 0
+        non_empty = min(map(str.__len__, order)) > 0 and min(map(str.__len__, [m[k] for k in order])) > 0
     except (TypeError, ValueError):  # ValueError: m is empty
         non_empty = False
     clean = (

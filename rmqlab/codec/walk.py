@@ -43,6 +43,7 @@ __all__ = [
     "compute_tags_code",
     "iter_records",
     "new_dispatch_request",
+    "parse_java_int",
 ]
 
 _HEAD = struct.Struct(">iiiiiqqiq")  # total .. born timestamp
@@ -82,7 +83,7 @@ class DispatchRequest:
 new_dispatch_request = fast_constructor(DispatchRequest)
 
 
-def _parse_java_int(s: str) -> int:
+def parse_java_int(s: str) -> int:
     """``Integer.parseInt``: optional sign and digits only, int32 range; ValueError otherwise."""
     if not _JAVA_INT.fullmatch(s):
         raise ValueError(s)
@@ -108,7 +109,7 @@ def compute_tags_code(
     if topic == SCHEDULE_TOPIC:
         t = properties.get(PROPERTY_DELAY_TIME_LEVEL)
         if t is not None:
-            level = min(_parse_java_int(t), max_delay_level)
+            level = min(parse_java_int(t), max_delay_level)
             if level > 0:
                 delay = (delay_level_table or {}).get(level)
                 code = store_timestamp + (delay if delay is not None else 1000)

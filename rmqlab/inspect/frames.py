@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CHAIN_COLUMNS",
     "CQ_COLUMNS",
+    "DELAY_COLUMNS",
     "FILE_COLUMNS",
     "INDEX_FILE_COLUMNS",
     "MESSAGE_COLUMNS",
@@ -40,6 +41,7 @@ __all__ = [
     "TOPIC_COLUMNS",
     "checkpoint_frame",
     "consume_queue_frame",
+    "delays_frame",
     "files_frame",
     "index_chain_frame",
     "index_files_frame",
@@ -52,6 +54,9 @@ __all__ = [
     "topics_frame",
 ]
 
+DELAY_COLUMNS = [
+    "level", "queue_id", "delay_ms", "offset", "min_offset", "max_offset", "waiting", "next_due_ms",
+]
 FILE_COLUMNS = [
     "kind", "path", "name", "topic", "queue_id", "file_from_offset", "size", "file_size",
     "wrote_position", "flushed_position", "index_count", "mtime_ms",
@@ -485,3 +490,63 @@ def topics_frame(snap: StoreSnapshot) -> pd.DataFrame:
                      "cq_bytes": b, "cq_max_phy_offset": end_phy, "messages": ln, "bytes": lb,
                      "min_queue_offset": lmin, "max_queue_offset": lmax, "lag": lag})
     return pd.DataFrame(rows, columns=TOPIC_COLUMNS)
+
+
+# ---------------------------------------------------------------------------------------- delays
+def delays_frame(snap: StoreSnapshot, message_delay_level: str | None = None) -> pd.DataFrame:
+    """Per delay level with an offset in ``config/delayOffset.json`` or a schedule queue: the
+    offset delivery has reached (``offset``, NA when the file has none for the level: delivery
+    starts at 0), the schedule queue's ``min_offset``/``max_offset``, ``waiting`` (units not
+    delivered yet) and ``next_due_ms`` (the due time of the first of them, as its unit's tags
+    code says; NA when none waits). ``delay_ms`` from ``message_delay_level`` (RocketMQ's default
+    levels unless given). ``df.attrs``: ``source`` ("file", "bak" or None) and ``error`` (why the
+    file could not be read, or "")."""
+    from rmqlab.codec.delay_offset import DelayOffsetError, decode_delay_offsets
+    from rmqlab.codec.flags import SCHEDULE_TOPIC
+    from rmqlab.config import MessageStoreConfig
+
+    config = MessageStoreConfig() if message_delay_level is None else MessageStoreConfig(
+        message_delay_level=message_delay_level)
+    delays = config.delay_level_table
+    table: dict[int, int] = {}
+    source: str | None = None
+    errors: list[str] = []
+    base = os.path.join(snap.path, "config", "delayOffset.json")
+    for name, path in (("file", base), ("bak", base + ".bak")):
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+        except FileNotFoundError:
+            continue
+        if not text:
+            continue
+        try:
+            table = decode_delay_offsets(text)[0]
+        except DelayOffsetError as e:
+            errors.append(f"{path}: {e}")
+            continue
+        source = name
+        break
+    queues = {qid: q for (topic, qid), q in snap.consume_queues.items() if topic == SCHEDULE_TOPIC}
+    rows = []
+    for level in sorted(set(table) | {qid + 1 for qid in queues}):
+        q = queues.get(level - 1)
+        lo = hi = 0
+        due: Any = pd.NA
+        offset = table.get(level)
+        if q is not None:
+            start, units = q.units()
+            real = np.flatnonzero(units["size"] != 0x7FFFFFFF)
+            lo, hi = (start + int(real[0]), start + len(units)) if len(real) else (start + len(units),) * 2
+            at = max(offset or 0, lo)
+            if at < hi:
+                due = int(units["tags_code"][at - start])
+        rows.append({"level": level, "queue_id": level - 1, "delay_ms": delays.get(level, pd.NA),
+                     "offset": pd.NA if offset is None else offset, "min_offset": lo, "max_offset": hi,
+                     "waiting": max(0, hi - max(offset or 0, lo)), "next_due_ms": due})
+    df = pd.DataFrame(rows, columns=DELAY_COLUMNS)
+    for col in ("delay_ms", "offset", "next_due_ms"):
+        df[col] = df[col].astype("Int64")
+    df.attrs["source"] = source
+    df.attrs["error"] = "; ".join(errors)
+    return df

@@ -403,6 +403,11 @@ class StoreSnapshot:
 
         return frames.topics_frame(self)
 
+    def delays(self, message_delay_level: str | None = None) -> pd.DataFrame:
+        from rmqlab.inspect import frames
+
+        return frames.delays_frame(self, message_delay_level)
+
     def verify(self, *, check_crc: bool = False, progress: Any = None) -> Iterator[Any]:
         from rmqlab.inspect.checks import verify
 

@@ -60,9 +60,16 @@ from rmqlab.codec.message import (
 from rmqlab.codec.msg_id import UniqKeyGenerator, create_offset_msg_id, ip_to_bytes
 from rmqlab.codec.multi_dispatch import MULTI_DISPATCH_QUEUE_SPLITTER, java_split
 from rmqlab.codec.names import is_lmq_topic, validate_topic
-from rmqlab.codec.properties import decode_properties, raw_property_value
+from rmqlab.codec.properties import (
+    decode_properties,
+    encode_broker_properties_and_map,
+    encode_scheduled_broker_properties_and_map,
+    raw_property_value,
+    reserialised_properties_and_map,
+)
+from rmqlab.codec.walk import parse_java_int
 from rmqlab.config import MessageStoreConfig
-from rmqlab.errors import DiskFull, InvalidTopic, RmqlabError
+from rmqlab.errors import DiskFull, InvalidTopic, RmqlabError, ScheduleRecordError
 from rmqlab.events import Appended, EventBus, Rolled
 from rmqlab.files.mapped_file_queue import MappedFileQueue
 from rmqlab.store.message import BAD_FIELD_ERRORS, Message, build_properties_and_map, parse_host, refuse_bad_fields
@@ -380,6 +387,7 @@ class CommitLog:
         self.config = config
         self.clock = clock
         self.bus = bus
+        self._max_delay_level = max(config.delay_level_table, default=0)  # ScheduleMessageService.maxDelayLevel
         self.file_size = config.mapped_file_size_commit_log
         self.mapped_file_queue = MappedFileQueue(
             config.commit_log_dir,
@@ -622,9 +630,36 @@ class CommitLog:
         uniq = msg.uniq_key or (msg.properties or {}).get(flags.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or uniq
         if not uniq:
             uniq = self.new_uniq_key(now)
-        props, parsed = build_properties_and_map(
-            msg, uniq, cluster=self.config.broker_cluster_name, rocketmq_version=self.config.rocketmq_version
-        )
+        client = client_properties(msg, uniq)
+        topic, queue_id = msg.topic, msg.queue_id
+        delay = client.get(flags.PROPERTY_DELAY_TIME_LEVEL)
+        if delay is not None and (msg.sys_flag & _TX_MASK) not in _NO_QUEUE_OFFSET:
+            scheduled = self._schedule(client, topic, queue_id, delay)
+            if isinstance(scheduled, PutMessageResult):
+                return scheduled
+        else:
+            scheduled = None
+        if scheduled is None:
+            props, parsed = encode_broker_properties_and_map(client, self.config.rocketmq_version,
+                                                             self.config.broker_cluster_name)
+        else:
+            props, parsed, topic, queue_id = scheduled
+        born_ip, born_port = self._host(msg.born_host)
+        return self._record(
+            topic, queue_id, msg.body, msg.flag, msg.sys_flag,
+            msg.born_timestamp if msg.born_timestamp is not None else now, born_ip, born_port,
+            self._store_ip or ip_to_bytes(self.store_host[0]), self.store_host[1], msg.reconsume_times,
+            msg.prepared_transaction_offset, props, parsed,
+        )  # fmt: skip
+
+    def _record(
+        self, topic: str, queue_id: int, body: bytes, flag: int, sys_flag: int, born_timestamp: int,
+        born_ip: bytes, born_port: int, store_ip: bytes, store_port: int, reconsume_times: int,
+        prepared_transaction_offset: int, props: bytes, parsed: dict[str, str] | None,
+    ) -> EncodedRecord | PutMessageResult:  # fmt: skip
+        """The record of these fields and properties bytes (``parsed``: what a reader parses
+        back from them, or None), with zero queue offset, physical offset and store time; or
+        the refusal of a properties string or record that is too long."""
         if len(props) > _MAX_PROPERTIES_LENGTH:
             # 4.9.8's DefaultMessageStore.checkMessage refuses first when the string is longer than
             # Short.MAX_VALUE Java chars (UTF-16 units); the encoder then counts UTF-8 bytes
@@ -639,15 +674,10 @@ class CommitLog:
                 PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
                 reason=f"properties of {len(props)} bytes exceed {_MAX_PROPERTIES_LENGTH}",
             )
-        born_ip, born_port = self._host(msg.born_host)
-        body = msg.body
-        topic = msg.topic
         data = bytearray(
             encode_message_parts(
-                topic, body, msg.queue_id, msg.flag, 0, 0, msg.sys_flag,
-                msg.born_timestamp if msg.born_timestamp is not None else now, born_ip, born_port,
-                0, self._store_ip or ip_to_bytes(self.store_host[0]), self.store_host[1], msg.reconsume_times,
-                msg.prepared_transaction_offset, props, body_crc(body), self._version,
+                topic, body, queue_id, flag, 0, 0, sys_flag, born_timestamp, born_ip, born_port, 0, store_ip,
+                store_port, reconsume_times, prepared_transaction_offset, props, body_crc(body), self._version,
             )
         )  # fmt: skip
         if len(data) > self.config.max_record_size:
@@ -662,19 +692,86 @@ class CommitLog:
             # SCHEDULE_TOPIC record depends on the reput's delay table: those are parsed).
             tags = parsed.get(flags.PROPERTY_TAGS)
             dispatch = (
-                topic, msg.queue_id, java_hash(tags) if tags else 0, parsed.get(flags.PROPERTY_KEYS),
+                topic, queue_id, java_hash(tags) if tags else 0, parsed.get(flags.PROPERTY_KEYS),
                 parsed.get(flags.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), sys_flag,
-                msg.prepared_transaction_offset, props,
+                prepared_transaction_offset, props,
             )  # fmt: skip
         return EncodedRecord(
             data,
-            f"{topic}-{msg.queue_id}",
+            f"{topic}-{queue_id}",
             store_timestamp_position(sys_flag),
             (sys_flag & _TX_MASK) not in _NO_QUEUE_OFFSET,
             # MessageDecoder.encodeMessages: size, magic, crc, flag, body len, body, props len, props
             22 + len(body) + len(props),
             dispatch,
         )
+
+    def _schedule(self, client: dict[str, str], topic: str, queue_id: int, delay: str
+                  ) -> tuple[bytes, dict[str, str] | None, str, int] | PutMessageResult | None:
+        """A delayed message (``DELAY`` > 0, not a prepared or rolled-back transaction half) as
+        the broker stores it until it is due (spec 2.10; 4.9.8 ``CommitLog.asyncPutMessage``,
+        5.x ``HookUtils.transformDelayLevelMessage``): the level capped at the highest one,
+        ``SCHEDULE_TOPIC_XXXX`` queue ``level - 1``, the real topic and queue id kept in
+        ``REAL_TOPIC``/``REAL_QID``. Returns ``(properties, parsed map, topic, queue id)``, None
+        for a level <= 0 (an ordinary message), or MESSAGE_ILLEGAL for a ``DELAY`` that is not a
+        Java int (RocketMQ's ``getDelayTimeLevel`` throws on it)."""
+        try:
+            level = parse_java_int(delay)
+        except ValueError:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                    reason=f"DELAY property {delay!r} is not an int (RocketMQ's parseInt throws)")
+        if level <= 0:
+            return None
+        top = self._max_delay_level
+        if level > top:
+            level, delay = top, str(top)
+        props, parsed = encode_scheduled_broker_properties_and_map(
+            client, self.config.rocketmq_version, self.config.broker_cluster_name,
+            real_topic=topic, real_queue_id=queue_id, delay_level=delay)  # fmt: skip
+        return props, parsed, flags.SCHEDULE_TOPIC, level - 1
+
+    def put_timeup(self, rec: MessageRecord) -> PutMessageResult:
+        """Put a delayed message that is due back into its real topic and queue: what
+        ``ScheduleMessageService.messageTimeup`` builds from the schedule record ``rec`` and the
+        store then appends. Topic and queue id from ``REAL_TOPIC``/``REAL_QID``; body, flag,
+        sys flag, born time and host, store host and reconsume times copied; the prepared
+        transaction offset left 0; the properties string the record's decoded map serialised
+        again, taken before ``DELAY`` is cleared (so it keeps ``DELAY``, ``REAL_TOPIC``,
+        ``REAL_QID``) -- with ``DELAY`` gone from the map, the put does not schedule it again.
+
+        Raises :class:`ScheduleRecordError` (naming the record's offset) when ``REAL_TOPIC`` is
+        missing or ``REAL_QID`` is not an int: RocketMQ's task throws there, logs it and tries the
+        same unit again at its next run. A refusal (an invalid topic, a full disk) is the
+        result's status.
+        """
+        props = rec.properties
+        topic = props.get(flags.PROPERTY_REAL_TOPIC)
+        qid = props.get(flags.PROPERTY_REAL_QUEUE_ID)
+        if topic is None:
+            raise ScheduleRecordError(rec.commit_log_offset, "no REAL_TOPIC property")
+        try:
+            queue_id = parse_java_int(qid if qid is not None else "")
+        except ValueError:
+            raise ScheduleRecordError(rec.commit_log_offset, f"REAL_QID {qid!r} is not an int") from None
+        if not self.writeable:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason=self.not_writeable_reason)
+        if topic not in self._valid_topics:
+            try:
+                validate_topic(topic)
+            except InvalidTopic as e:
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason=str(e))
+            self._valid_topics.add(topic)
+        if queue_id < 0:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason=f"REAL_QID {queue_id} < 0")
+        text, parsed = reserialised_properties_and_map(props, self.config.rocketmq_version)
+        born_ip, born_port = self._host(rec.born_host)
+        store_ip, store_port = self._host(rec.store_host)
+        try:
+            enc = self._record(topic, queue_id, rec.body, rec.flag, rec.sys_flag, rec.born_timestamp, born_ip,
+                               born_port, store_ip, store_port, rec.reconsume_times, 0, text, parsed)  # fmt: skip
+            return enc if isinstance(enc, PutMessageResult) else self._put([enc])
+        except DiskFull as e:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason=str(e))
 
     def new_uniq_key(self, now: int) -> str:
         """The next UNIQ_KEY at ``now`` (MessageClientIDSetter: time prefix + 16-bit counter)."""
@@ -685,11 +782,11 @@ class CommitLog:
 
     def _shape(self, msg: Message, has_keys: bool) -> _Shape | None:
         """Build the :class:`_Shape` of ``msg`` with the exact encoder, or None when messages
-        of this shape must take the exact path (invalid topic, SCHEDULE_TOPIC, properties the
+        of this shape must take the exact path (invalid topic, SCHEDULE_TOPIC, a delay level, properties the
         reader would not parse back as built, an unusable host...)."""
         topic = msg.topic
-        if self._store_ip is None or topic == flags.SCHEDULE_TOPIC:
-            return None
+        if self._store_ip is None or topic == flags.SCHEDULE_TOPIC or msg.delay_time_level > 0:
+            return None  # (a delayed message moves to SCHEDULE_TOPIC: _schedule)
         try:
             if topic not in self._valid_topics:
                 validate_topic(topic)

@@ -79,6 +79,7 @@ from rmqlab.store.results import (
     SharedSelection,
     StoredMessage,
 )
+from rmqlab.store.schedule import ScheduleMessageService
 from rmqlab.store.services import Service, ServiceRunner, StepRunner, ThreadedRunner
 from rmqlab.store.store_checkpoint import StoreCheckpoint
 from rmqlab.store.store_stats import StoreStats, StoreStatsService
@@ -314,6 +315,12 @@ class MessageStore:
         self.clean_commit_log = CleanCommitLogService(self, disk_probe=self.disk_probe)
         self.clean_consume_queue = CleanConsumeQueueService(self)
         self.topic_config_manager = TopicConfigManager.for_store(self.root, rocketmq_version=c.rocketmq_version)
+        self.schedule = ScheduleMessageService(
+            c, self.clock, self.bus, os.path.join(self.root, "config"),
+            find_queue=lambda qid: self.consume_queue_store.find_consume_queue(SCHEDULE_TOPIC, qid, create=False),
+            look=self.look_message_by_offset, pickup=self.commit_log.pickup_store_timestamp,
+            deliver=self._deliver_timeup,
+        )  # fmt: skip
         self.memory_store: MemoryMessageStore | None = None
         if c.memory_topic_enable:
             self.memory_store = MemoryMessageStore(self.commit_log, c, clock=self.clock, bus=self.bus)
@@ -350,6 +357,8 @@ class MessageStore:
     def services(self) -> list[Service]:
         """Services in the order ``step()`` runs them."""
         out: list[Service] = [] if self.prefault is None else [self.prefault]
+        if self.schedule.started:  # before reput: a step that delivers also dispatches what it put
+            out.append(self.schedule)
         out.append(self.reput)
         if self.commit_service is not None:
             out.append(self.commit_service)
@@ -381,6 +390,11 @@ class MessageStore:
             self.load_error = "index files failed to load"
             return False
         self.recovery_plan = self._recover(self.last_exit_ok)
+        # after recovery, as 4.9.8's store and 5.x's broker load it: its offsets are corrected
+        # into the recovered schedule queues
+        if not self.schedule.load():
+            self.load_error = self.schedule.load_error
+            return False
         self.loaded = True
         return True
 
@@ -395,6 +409,8 @@ class MessageStore:
         while self.reput.dispatch_behind_bytes() > 0 and self.reput.run_once() > 0:
             pass
         self._recover_topic_queue_table()
+        if self.config.broker_role != "SLAVE":  # handleScheduleMessageService: masters deliver
+            self.schedule.start()
         if self.threaded:
             self.allocate_service.start()
         self.runner.start(self.services())
@@ -500,6 +516,7 @@ class MessageStore:
         steps: list[tuple[str, Callable[[], object]]] = []
         if self.started:
             steps.append(("runner", self.runner.shutdown))
+            steps.append(("schedule", self.schedule.shutdown))  # persists config/delayOffset.json
             if self.commit_service is not None:
                 steps.append(("commit", self.commit_service.shutdown))
             steps.append(("reput", self._drain_reput))
@@ -808,6 +825,24 @@ class MessageStore:
                 self._stalled_at = at
                 log.debug("dispatch stalled at %d: producers go on without waiting for it", at)
                 return
+
+    def _deliver_timeup(self, rec: MessageRecord) -> PutMessageResult:
+        """Put a due delayed message back (``CommitLog.put_timeup``) for the schedule service,
+        then what a put does after the append; its WAIT is false, so a SYNC_FLUSH store wakes
+        the flush and does not wait for it (``submitFlushRequest``)."""
+        started = _perf_ns()
+        result = self.commit_log.put_timeup(rec)
+        if result.status is _PUT_OK:
+            if self._asleep:
+                self._wake_naps()
+            if self.group_commit is not None:
+                self.runner.wakeup("group_commit")
+            elif self.commit_service is not None and self.config.wake_commit_when_put_message:
+                self.runner.wakeup("commit_commit_log")
+            self.stats.record_put(True, result.wrote_bytes, 1, started)
+        else:
+            self.stats.record_put(False, 0, 1, started)
+        return result
 
     def _after_put(self, result: PutMessageResult) -> PutMessageResult:
         crash_point("after_append_before_dispatch")

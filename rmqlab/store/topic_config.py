@@ -58,6 +58,7 @@ __all__ = [
     "DataVersion",
     "TopicConfig",
     "TopicConfigManager",
+    "read_text",
     "string_to_file",
 ]
 
@@ -170,10 +171,11 @@ def _write_text(path: str, text: str) -> None:
         os.fsync(f.fileno())
 
 
-def _read_text(path: str) -> str | None:
-    """``MixAll.file2String``: the content, or None when the file does not exist."""
+def read_text(path: str) -> str | None:
+    """``MixAll.file2String``: the content, or None when the file does not exist (bytes that
+    are not UTF-8 read as U+FFFD, as Java's ``new String(bytes, UTF-8)`` reads them)."""
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8", errors="replace") as f:
             return f.read()
     except FileNotFoundError:
         return None
@@ -185,7 +187,7 @@ def string_to_file(text: str, path: str, *, rocketmq_version: str = "4.9.8") -> 
     if rocketmq_version.startswith("4."):
         tmp = path + ".tmp"
         _write_text(tmp, text)
-        prev = _read_text(path)
+        prev = read_text(path)
         if prev is not None:
             _write_text(path + ".bak", prev)
         try:
@@ -194,7 +196,7 @@ def string_to_file(text: str, path: str, *, rocketmq_version: str = "4.9.8") -> 
             pass
         os.replace(tmp, path)
         return
-    prev = _read_text(path)
+    prev = read_text(path)
     if prev is not None:
         _write_text(path + ".bak", prev)
     _write_text(path, text)
@@ -235,7 +237,7 @@ class TopicConfigManager:
     def load(self) -> bool:
         """``ConfigManager.load``: the file, else its ``.bak``; False only if the .bak is bad."""
         with self._lock:
-            text = _read_text(self.path)
+            text = read_text(self.path)
             if text:
                 try:
                     self._decode(text)
@@ -246,7 +248,7 @@ class TopicConfigManager:
             return self._load_bak()
 
     def _load_bak(self) -> bool:
-        text = _read_text(self.path + ".bak")
+        text = read_text(self.path + ".bak")
         if not text:
             return True
         try:

@@ -105,3 +105,11 @@ def test_notebook_03_shows_one_record_in_three_queues(executed: dict[str, dict[s
     line = next(ln for ln in text.splitlines() if ln.startswith("lmq units:"))
     assert line.count("%LMQ%alice/0") == 2
     assert line.count("%LMQ%bob/0") == 3
+
+
+def test_notebook_03_shows_a_delayed_message_wait_and_come_due(executed: dict[str, dict[str, Any]]) -> None:
+    text = _stream_text(executed["03_dispatch_and_consume_queues.ipynb"]["nb"])
+    assert "stored in SCHEDULE_TOPIC_XXXX queue 2; REAL_TOPIC=Orders REAL_QID=0 DELAY=3" in text
+    assert "its unit's tags code is the store time + 10000 ms" in text
+    assert "Orders/0 holds 0 message(s)" in text
+    assert "10 s later the schedule service delivered 1 | Orders/0 holds 1" in text

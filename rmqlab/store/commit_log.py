@@ -593,15 +593,9 @@ class CommitLog:
     # ------------------------------------------------------------------ writing
     def check_message(self, msg: Message) -> PutMessageResult | None:
         """None if ``msg`` may be stored, else the refusal (status and reason)."""
-        if not self.writeable:
-            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason=self.not_writeable_reason)
-        topic = msg.topic
-        if topic not in self._valid_topics:
-            try:
-                validate_topic(topic)
-            except InvalidTopic as e:
-                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason=str(e))
-            self._valid_topics.add(topic)
+        refused = self._check_topic(msg.topic)
+        if refused is not None:
+            return refused
         if len(msg.body) > self.config.max_message_size:
             return PutMessageResult(
                 PutMessageStatus.MESSAGE_ILLEGAL,
@@ -609,6 +603,18 @@ class CommitLog:
             )
         if msg.queue_id < 0:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason=f"queue id {msg.queue_id} < 0")
+        return None
+
+    def _check_topic(self, topic: str) -> PutMessageResult | None:
+        """None if the log takes writes and ``topic`` is one RocketMQ accepts, else the refusal."""
+        if not self.writeable:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason=self.not_writeable_reason)
+        if topic not in self._valid_topics:
+            try:
+                validate_topic(topic)
+            except InvalidTopic as e:
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason=str(e))
+            self._valid_topics.add(topic)
         return None
 
     def _host(self, host: tuple[str, int] | str) -> tuple[bytes, int]:
@@ -753,14 +759,9 @@ class CommitLog:
             queue_id = parse_java_int(qid if qid is not None else "")
         except ValueError:
             raise ScheduleRecordError(rec.commit_log_offset, f"REAL_QID {qid!r} is not an int") from None
-        if not self.writeable:
-            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason=self.not_writeable_reason)
-        if topic not in self._valid_topics:
-            try:
-                validate_topic(topic)
-            except InvalidTopic as e:
-                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason=str(e))
-            self._valid_topics.add(topic)
+        refused = self._check_topic(topic)
+        if refused is not None:
+            return refused
         if queue_id < 0:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason=f"REAL_QID {queue_id} < 0")
         text, parsed = reserialised_properties_and_map(props, self.config.rocketmq_version)

@@ -49,7 +49,7 @@ from rmqlab.config import MessageStoreConfig
 from rmqlab.errors import ScheduleRecordError
 from rmqlab.events import EventBus, ScheduleDelivered
 from rmqlab.store.results import PutMessageResult
-from rmqlab.store.topic_config import read_text, string_to_file
+from rmqlab.store.topic_config import load_config, string_to_file
 
 if TYPE_CHECKING:
     from rmqlab.store.consume_queue import ConsumeQueue
@@ -136,16 +136,8 @@ class ScheduleMessageService:
         """``ConfigManager.load`` then ``correctDelayOffset``: the file, else its ``.bak``
         (missing or empty: nothing to load, still True); False when the one it must read is not
         a delay offset table. Call after the consume queues are recovered, as 4.9.8 does."""
-        text = read_text(self.path)
-        if text:
-            try:
-                self._decode(text)
-                self.loaded_from = "file"
-            except DelayOffsetError as e:
-                log.warning("%s: %s; trying %s.bak", self.path, e, DELAY_OFFSET_FILE)
-                if not self._load_bak():
-                    return False
-        elif not self._load_bak():
+        ok, self.loaded_from = load_config(self.path, self._decode, (DelayOffsetError,))
+        if not ok:
             return False
         self._correct_delay_offset()
         self._persisted = dict(self.offset_table)
@@ -154,18 +146,6 @@ class ScheduleMessageService:
     @property
     def load_error(self) -> str:
         return f"{self.path}.bak: not a delay offset table (and {DELAY_OFFSET_FILE} unreadable)"
-
-    def _load_bak(self) -> bool:
-        text = read_text(self.path + ".bak")
-        if not text:
-            return True
-        try:
-            self._decode(text)
-        except DelayOffsetError as e:
-            log.error("%s.bak: %s", self.path, e)
-            return False
-        self.loaded_from = "bak"
-        return True
 
     def _decode(self, text: str) -> None:
         table, version = decode_delay_offsets(text)

@@ -44,14 +44,18 @@ Thread-safety: every public method holds one lock. ``TopicConfig`` is frozen; ch
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rmqlab.clock import Clock, SystemClock
 from rmqlab.codec.names import validate_topic
 from rmqlab.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "MEMORY_ATTRIBUTE",
@@ -202,6 +206,30 @@ def string_to_file(text: str, path: str, *, rocketmq_version: str = "4.9.8") -> 
     _write_text(path, text)
 
 
+def load_config(path: str, decode: Callable[[str], None],
+                errors: tuple[type[Exception], ...]) -> tuple[bool, str | None]:
+    """``ConfigManager.load``: ``decode`` the text of ``path``, or, when it is missing, empty or
+    ``decode`` raises one of ``errors``, of ``path + ".bak"``. Returns ``(ok, loaded_from)``:
+    ``"file"``, ``"bak"``, or None when neither has content (still ok); ok is False only when
+    the ``.bak`` it had to read is bad too."""
+    text = read_text(path)
+    if text:
+        try:
+            decode(text)
+            return True, "file"
+        except errors as e:
+            log.warning("%s: %s; reading %s.bak", path, e, os.path.basename(path))
+    text = read_text(path + ".bak")
+    if not text:
+        return True, None
+    try:
+        decode(text)
+    except errors as e:
+        log.error("%s.bak: %s", path, e)
+        return False, None
+    return True, "bak"
+
+
 class TopicConfigManager:
     """The topic table of one broker, persisted as ``<config_dir>/topics.json``.
 
@@ -237,26 +265,9 @@ class TopicConfigManager:
     def load(self) -> bool:
         """``ConfigManager.load``: the file, else its ``.bak``; False only if the .bak is bad."""
         with self._lock:
-            text = read_text(self.path)
-            if text:
-                try:
-                    self._decode(text)
-                    self.loaded_from = "file"
-                    return True
-                except (ValueError, ConfigError, TypeError, AttributeError):
-                    pass
-            return self._load_bak()
-
-    def _load_bak(self) -> bool:
-        text = read_text(self.path + ".bak")
-        if not text:
-            return True
-        try:
-            self._decode(text)
-        except (ValueError, ConfigError, TypeError, AttributeError):
-            return False
-        self.loaded_from = "bak"
-        return True
+            ok, self.loaded_from = load_config(self.path, self._decode,
+                                               (ValueError, ConfigError, TypeError, AttributeError))
+            return ok
 
     def _decode(self, text: str) -> None:
         obj = json.loads(text)

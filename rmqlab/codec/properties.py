@@ -185,13 +185,15 @@ def trailing_separator_for(version: str) -> bool:
 
 
 @lru_cache(maxsize=1024)
-def _broker_order(keys: tuple[str, ...], version: str) -> tuple[str, ...]:
+def _broker_order(keys: tuple[str, ...], version: str, drop_wait: bool = False) -> tuple[str, ...]:
     """On-disk key order of a broker map that received ``keys`` in this order (CLUSTER and, for
     5.x, UNIQ_KEY already added). The order depends only on the key sequence and the version, not
-    on the values, so it is computed once per distinct key tuple (a handful in any workload)."""
+    on the values, so it is computed once per distinct key tuple (a handful in any workload).
+    4.9.8 serialises the map without WAIT, 5.x with it unless ``drop_wait`` (its multi-dispatch
+    put removes WAIT before serialising)."""
     initial = 16 if version == "4.9.8" else 128
     max_size = len(keys)
-    if version == "4.9.8":
+    if version == "4.9.8" or drop_wait:
         keys = tuple(k for k in keys if k != PROPERTY_WAIT_STORE_MSG_OK)
     return tuple(java_hashmap_order(keys, initial, max_size=max_size))
 
@@ -248,6 +250,7 @@ def encode_broker_properties_and_map(
     cluster: str | None = None,
     *,
     uniq_key: str | None = None,
+    drop_wait: bool = False,
 ) -> tuple[bytes, dict[str, str] | None]:
     """:func:`encode_broker_properties` plus the map a reader parses back from those bytes.
 
@@ -257,7 +260,7 @@ def encode_broker_properties_and_map(
     view (Java drops empty pairs and splits on separators inside values).
     """
     m = _broker_map(props, version, cluster, uniq_key)
-    return _serialise(m, _broker_order(tuple(m), version), version)
+    return _serialise(m, _broker_order(tuple(m), version, drop_wait), version)
 
 
 def encode_scheduled_broker_properties_and_map(

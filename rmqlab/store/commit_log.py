@@ -58,7 +58,7 @@ from rmqlab.codec.message import (
     topic_field,
 )
 from rmqlab.codec.msg_id import UniqKeyGenerator, create_offset_msg_id, ip_to_bytes
-from rmqlab.codec.multi_dispatch import MULTI_DISPATCH_QUEUE_SPLITTER, java_split
+from rmqlab.codec.multi_dispatch import MULTI_DISPATCH_QUEUE_SPLITTER, dispatches_multi, java_split
 from rmqlab.codec.names import is_lmq_topic, validate_topic
 from rmqlab.codec.properties import (
     decode_properties,
@@ -628,11 +628,13 @@ class CommitLog:
             self._hosts[host] = got
         return got
 
-    def encode_record(self, msg: Message, now: int, uniq: str | None = None) -> EncodedRecord | PutMessageResult:
+    def encode_record(self, msg: Message, now: int, uniq: str | None = None, *,
+                      drop_wait: bool = False) -> EncodedRecord | PutMessageResult:
         """Encode ``msg`` as a record with zero queue offset, physical offset and store time.
 
         ``uniq``: the UNIQ_KEY to use when the message brings none (the fast path passes the one
-        it already drew when it hands a message over, so no counter value is skipped)."""
+        it already drew when it hands a message over, so no counter value is skipped).
+        ``drop_wait``: leave WAIT out of the properties (5.x's multi-dispatch put)."""
         uniq = msg.uniq_key or (msg.properties or {}).get(flags.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or uniq
         if not uniq:
             uniq = self.new_uniq_key(now)
@@ -647,7 +649,7 @@ class CommitLog:
             scheduled = None
         if scheduled is None:
             props, parsed = encode_broker_properties_and_map(client, self.config.rocketmq_version,
-                                                             self.config.broker_cluster_name)
+                                                             self.config.broker_cluster_name, drop_wait=drop_wait)
         else:
             props, parsed, topic, queue_id = scheduled
         born_ip, born_port = self._host(msg.born_host)
@@ -898,44 +900,58 @@ class CommitLog:
             return refuse_bad_fields([msg])
 
     def _put_multi_dispatch(self, msg: Message, now: int, uniq: str | None) -> PutMessageResult:
-        """A message naming multi-dispatch queues (``enable_multi_dispatch``): 4.9.8's
-        ``MultiDispatch.wrapMultiDispatch`` under the put lock -- each named queue's next offset
-        (key ``name-queueId``, queue id 0 for a ``%LMQ%`` name with ``enable_lmq``) read from the
-        queue offset table into ``INNER_MULTI_QUEUE_OFFSET`` (replacing any the producer set), the
-        record encoded again with it (no WAIT, the broker's map order), and once it is appended as
-        a NOT/COMMIT message every named queue's offset moved on (``updateMultiQueueOffset``).
+        """A message naming multi-dispatch queues (``enable_multi_dispatch``): under the put lock
+        the named queues' next offsets (key ``name-queueId``, queue id 0 for a ``%LMQ%`` name
+        with ``enable_lmq``) are read from the queue offset table into
+        ``INNER_MULTI_QUEUE_OFFSET`` (replacing any the producer set), the record is encoded again
+        with it, without WAIT, and once it is appended those queues' offsets move on.
 
-        Refused (MESSAGE_ILLEGAL, with why): delayed messages, whose rewrite to the schedule topic
-        would dispatch them to the named queues before they are due, and 5.3.3 emulation, whose
-        offset assignment (``ConsumeQueue.assignQueueOffset``) rmqlab does not model; a 5.3.3
-        store takes such messages when the producer sets ``INNER_MULTI_QUEUE_OFFSET`` itself.
+        * 4.9.8 (``MultiDispatch.wrapMultiDispatch``): every named queue gets its offset; the
+          offsets move on only for NOT/COMMIT messages; a failed re-encode is ``UNKNOWN_ERROR``
+          (``rebuildMsgInner``).
+        * 5.3.3 (``ConsumeQueue.assignQueueOffset`` / ``increaseQueueOffset``): only NOT/COMMIT
+          messages of topics it multi-dispatches from (not ``%RETRY%``, schedule or timer topics)
+          are handled, the others stored as sent; only ``%LMQ%`` queues (with ``enable_lmq``) get
+          an offset, every other name an empty one (``StringUtils.join`` of a null), which its
+          dispatch then cannot read; each LMQ queue moves on once per time it is named.
+          5.3.3 keeps the LMQ offsets in a table of their own; rmqlab keeps them in the one
+          queue offset table, which differs only for a ``%LMQ%`` topic that is also put to
+          directly.
+
+        Refused (MESSAGE_ILLEGAL, with why): delayed messages, whose move to the schedule topic
+        would (4.9.8) dispatch them to the named queues before they are due.
         """
         props = msg.properties or {}
-        if self.config.rocketmq_version != "4.9.8":
-            if (props.get(flags.PROPERTY_INNER_MULTI_QUEUE_OFFSET) or "").strip():
-                enc = self.encode_record(msg, now, uniq)
-                return enc if isinstance(enc, PutMessageResult) else self._put([enc])
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason=(
-                "rmqlab assigns INNER_MULTI_QUEUE_OFFSET as RocketMQ 4.9.8 does; with rocketmq_version "
-                f"{self.config.rocketmq_version} set it in the message's properties"))
         if msg.delay_time_level > 0 or props.get(flags.PROPERTY_DELAY_TIME_LEVEL):
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                     reason="a delayed message cannot name multi-dispatch queues in rmqlab")
+        v4 = self.config.is_v4
+        counted = (msg.sys_flag & _TX_MASK) not in _NO_QUEUE_OFFSET
+        if not v4 and not (counted and dispatches_multi(msg.topic, self.config.rocketmq_version)):
+            enc = self.encode_record(msg, now, uniq)
+            return enc if isinstance(enc, PutMessageResult) else self._put([enc])
         lmq = self.config.enable_lmq
         keys = [f"{n}-{0 if lmq and is_lmq_topic(n) else msg.queue_id}"
                 for n in java_split(props[flags.PROPERTY_INNER_MULTI_DISPATCH], MULTI_DISPATCH_QUEUE_SPLITTER)]
-        moves = (msg.sys_flag & _TX_MASK) not in _NO_QUEUE_OFFSET
+        assigned = [v4 or (lmq and is_lmq_topic(k)) for k in keys]
 
         def prepare() -> tuple[list[EncodedRecord], dict[str, int]] | PutMessageResult:
             table = self.topic_queue_table
-            offsets = [table.get(k, 0) for k in keys]
-            value = MULTI_DISPATCH_QUEUE_SPLITTER.join(map(str, offsets))
+            offsets = [str(table.get(k, 0)) if a else "" for k, a in zip(keys, assigned, strict=True)]
+            value = MULTI_DISPATCH_QUEUE_SPLITTER.join(offsets)
             wrapped = dataclasses.replace(msg, properties={**props, flags.PROPERTY_INNER_MULTI_QUEUE_OFFSET: value})
-            enc = self.encode_record(wrapped, now, uniq)
-            if isinstance(enc, PutMessageResult):  # rebuildMsgInner's encode failed: UNKNOWN_ERROR
-                return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR,
+            enc = self.encode_record(wrapped, now, uniq, drop_wait=True)
+            if isinstance(enc, PutMessageResult):
+                if not v4:  # 5.x's encoder answers for itself
+                    return enc
+                return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR,  # rebuildMsgInner's encode failed
                                         reason=f"with INNER_MULTI_QUEUE_OFFSET added: {enc.reason}")
-            return [enc], ({k: o + 1 for k, o in zip(keys, offsets, strict=True)} if moves else {})
+            moves: dict[str, int] = {}
+            if counted:
+                for k, a in zip(keys, assigned, strict=True):
+                    if a:  # 4.9.8 sets each to its offset + 1; 5.3.3 adds 1 per time it is named
+                        moves[k] = table.get(k, 0) + 1 if v4 else moves.get(k, table.get(k, 0)) + 1
+            return [enc], moves
 
         return self._put([], prepare=prepare)
 

@@ -164,21 +164,55 @@ def test_prepared_messages_get_offsets_that_do_not_move(tmp_path: Path) -> None:
         assert store.get_max_offset_in_queue("%LMQ%a", 0) == 2
 
 
-def test_refused_where_rmqlab_cannot_do_what_the_broker_does(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", ["4.9.8", "5.3.3"])
+def test_a_delayed_message_naming_queues_is_refused(tmp_path: Path, version: str) -> None:
     clock = ManualClock()
     named = {"INNER_MULTI_DISPATCH": "%LMQ%a"}
-    with _open(tmp_path / "a", clock, enable_multi_dispatch=True) as store:
+    with _open(tmp_path / "a", clock, enable_multi_dispatch=True, rocketmq_version=version) as store:
         r = store.put_message(Message("Chat", b"m", delay_time_level=3, properties=named))
         assert r.status.name == "MESSAGE_ILLEGAL"
         assert "delayed" in r.reason
-    with _open(tmp_path / "b", clock, enable_multi_dispatch=True, enable_lmq=True, rocketmq_version="5.3.3") as store:
-        r = store.put_message(Message("Chat", b"m", properties=named))
-        assert r.status.name == "MESSAGE_ILLEGAL"
-        assert "4.9.8" in r.reason
-        r = store.put_message(Message("Chat", b"m", properties={**named, "INNER_MULTI_QUEUE_OFFSET": "0"}))
-        assert r.ok
+
+
+def _imqo(store: MessageStore, r) -> str | None:
+    return store.look_message_by_offset(r.wrote_offset).properties.get("INNER_MULTI_QUEUE_OFFSET")
+
+
+def test_the_store_assigns_lmq_offsets_as_5_3_3(tmp_path: Path) -> None:
+    """5.3.3's ConsumeQueue.assignQueueOffset: only %LMQ% queues get an offset (another name an
+    empty one), WAIT is left out of the stored string, each LMQ queue moves on once per time it is
+    named, and prepared halves and %RETRY% topics are stored as sent."""
+    from rmqlab.codec.properties import java_hashmap_order
+
+    clock = ManualClock()
+    root = tmp_path / "s"
+
+    def put(store: MessageStore, names: str, topic: str = "Chat", **kw: object):
+        r = store.put_message(Message(topic, b"m", queue_id=1, properties={"INNER_MULTI_DISPATCH": names,
+                                                                          "INNER_MULTI_QUEUE_OFFSET": "99"}, **kw))
+        assert r.ok, r
+        return r
+
+    with _open(root, clock, enable_multi_dispatch=True, enable_lmq=True, rocketmq_version="5.3.3") as store:
+        r = put(store, "%LMQ%a,%LMQ%b")
+        assert _imqo(store, r) == "0,0"
+        keys = list(store.look_message_by_offset(r.wrote_offset).properties)
+        inserted = ["WAIT", "INNER_MULTI_DISPATCH", "INNER_MULTI_QUEUE_OFFSET", "UNIQ_KEY", "CLUSTER"]
+        assert keys == [k for k in java_hashmap_order(inserted, 128) if k != "WAIT"]
+        assert _imqo(store, put(store, "%LMQ%b")) == "1"
         store.step()
-        assert store.get_max_offset_in_queue("%LMQ%a", 0) == 1
+        assert (store.get_max_offset_in_queue("%LMQ%a", 0), store.get_max_offset_in_queue("%LMQ%b", 0)) == (1, 2)
+        assert _imqo(store, put(store, "%LMQ%a,%LMQ%a")) == "1,1"
+        assert _imqo(store, put(store, "%LMQ%a")) == "3"  # moved on twice by the one above (4.9.8: once)
+        raw = store.look_message_by_offset(put(store, "Fanout").wrote_offset).properties_raw
+        assert b"INNER_MULTI_QUEUE_OFFSET\x01\x02" in raw  # join of one null: empty, which a reader drops
+        half = put(store, "%LMQ%b", sys_flag=0x4)  # TRANSACTION_PREPARED_TYPE: not assigned at all
+        retry = put(store, "%LMQ%b", topic="%RETRY%g")
+        for r in (half, retry):
+            rec = store.look_message_by_offset(r.wrote_offset)
+            assert (rec.properties["INNER_MULTI_QUEUE_OFFSET"], rec.properties["WAIT"]) == ("99", "true")
+    with _open(root, clock, enable_multi_dispatch=True, enable_lmq=True, rocketmq_version="5.3.3") as store:
+        assert _imqo(store, put(store, "%LMQ%b")) == "2"  # the offsets carry on after a reopen
 
 
 def test_recovery_dispatches_what_the_crash_left_undispatched(tmp_path: Path) -> None:

@@ -294,3 +294,28 @@ def test_a_unit_4_9_8_recovery_left_without_a_due_time_still_waits_for_it(tmp_pa
         assert [m.body for m in _real(store, "T", 0)] == [b"in two hours"]
     finally:
         store.shutdown()
+
+
+@pytest.mark.parametrize("changes", [{"flush_disk_type": "SYNC_FLUSH"},
+                                     {"transient_store_pool_enable": True, "transient_store_pool_size": 2}],
+                         ids=["sync-flush", "pool"])
+def test_delivery_in_sync_flush_and_pool_stores(tmp_path: Path, changes: dict) -> None:
+    """A delivered message carries WAIT=false: a SYNC_FLUSH store does not wait for its flush
+    (the next group-commit round takes it), and with the transient pool the commit service
+    makes it visible to dispatch, as for any put."""
+    clock = ManualClock(T0)
+    store = _open(tmp_path / "s", clock=clock, **changes)
+    try:
+        assert store.put_message(Message("T", b"x", delay_time_level=1)).ok
+        store.step()
+        store.step()
+        clock.advance(1_000)
+        assert store.step()["schedule"] == 1
+        store.step()
+        assert [m.body for m in _real(store, "T", 0)] == [b"x"]
+        mfq = store.commit_log.mapped_file_queue
+        # SYNC_FLUSH: flushed by the next round; the pool's async flush waits for its least pages
+        done = mfq.flushed_where if "flush_disk_type" in changes else mfq.committed_where
+        assert done == store.get_max_phy_offset()
+    finally:
+        store.shutdown()

@@ -116,7 +116,6 @@ class ScheduleMessageService:
         self.path = os.path.join(config_dir, DELAY_OFFSET_FILE)
         self.version = config.rocketmq_version
         self.delay_level_table = config.delay_level_table
-        self.max_delay_level = max(self.delay_level_table, default=0)
         self.offset_table: dict[int, int] = {}
         self.data_version: dict[str, int] | None = None  # 5.x: dataVersion as loaded / last written
         self.corrections: list[str] = []  # what load() corrected, as RocketMQ logs it
@@ -178,11 +177,9 @@ class ScheduleMessageService:
         ``.bak``). 5.x's ``dataVersion`` counter moves when the table changed since the last
         write."""
         if self.version != "4.9.8" and (self.data_version is None or self.offset_table != self._persisted):
-            dv = dict(self.data_version or {"counter": 0, "stateVersion": 0, "timestamp": 0})
-            dv["counter"] = dv.get("counter", 0) + 1
-            dv["timestamp"] = self.clock.now_ms()
-            self.data_version = {"counter": dv["counter"], "stateVersion": dv.get("stateVersion", 0),
-                                 "timestamp": dv["timestamp"]}
+            old = self.data_version or {}
+            self.data_version = {"counter": old.get("counter", 0) + 1, "stateVersion": old.get("stateVersion", 0),
+                                 "timestamp": self.clock.now_ms()}
         string_to_file(self.encode(), self.path, rocketmq_version=self.version)
         self._persisted = dict(self.offset_table)
 
@@ -288,7 +285,7 @@ class ScheduleMessageService:
         stored = self._pickup(phy, size)
         if stored < 0:
             return tags_code
-        due = stored + self.delay_level_table.get(state.level, 1000)
+        due = stored + state.delay_ms
         if offset <= self._recomputed_up_to.get(state.level, -1):
             return due  # counted (and logged) at an earlier run
         self._recomputed_up_to[state.level] = offset

@@ -111,6 +111,11 @@ class MessageStoreConfig:
     flush_delay_offset_interval: int = 1000 * 10
     os_page_cache_busy_timeout_mills: int = 1000
     disk_fall_recorded: bool = True
+    # 5.x timer messages (TIMER_DELIVER_MS / TIMER_DELAY_SEC / TIMER_DELAY_MS). RocketMQ 5.x's
+    # default is true; rmqlab does not model the timer wheel (TimerMessageStore) yet, so a 5.3.3
+    # store acts as a broker with it off: a timer message is refused (WHEEL_TIMER_NOT_ENABLE)
+    # rather than stored in its topic and delivered at once. 4.9.8 has no timer messages.
+    timer_wheel_enable: bool = False
 
     # --- rmqlab ------------------------------------------------------------------------------
     rocketmq_version: str = "4.9.8"  # rmqlab: which RocketMQ behaviour to emulate where they differ
@@ -135,6 +140,9 @@ class MessageStoreConfig:
                      "max_hash_slot_num", "max_index_num", "max_message_size"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
+        if self.timer_wheel_enable:
+            raise ConfigError("timer_wheel_enable: rmqlab does not model RocketMQ 5.x's timer wheel yet; "
+                              "leave it off (a 5.3.3 store then refuses timer messages with WHEEL_TIMER_NOT_ENABLE)")
         if self.max_dispatch_behind_bytes < 0:
             bound = self.max_dispatch_behind_bytes
             raise ConfigError(f"max_dispatch_behind_bytes must be >= 0 (0: never wait), not {bound}")

@@ -37,6 +37,10 @@ __all__ = [
     "PROPERTY_RETRY_TOPIC",
     "PROPERTY_SEPARATOR",
     "PROPERTY_TAGS",
+    "PROPERTY_TIMER_DELAY_MS",
+    "PROPERTY_TIMER_DELAY_SEC",
+    "PROPERTY_TIMER_DELIVER_MS",
+    "PROPERTY_TIMER_OUT_MS",
     "PROPERTY_TRANSACTION_ID",
     "PROPERTY_TRANSACTION_PREPARED",
     "PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET",
@@ -44,6 +48,7 @@ __all__ = [
     "PROPERTY_WAIT_STORE_MSG_OK",
     "SCHEDULE_TOPIC",
     "STOREHOSTADDRESS_V6_FLAG",
+    "TIMER_TOPIC",
     "TRANSACTION_COMMIT_TYPE",
     "TRANSACTION_NOT_TYPE",
     "TRANSACTION_PREPARED_TYPE",
@@ -110,7 +115,13 @@ PROPERTY_TRANSACTION_ID = "__transactionId__"
 PROPERTY_INNER_MULTI_DISPATCH = "INNER_MULTI_DISPATCH"
 PROPERTY_INNER_MULTI_QUEUE_OFFSET = "INNER_MULTI_QUEUE_OFFSET"
 PROPERTY_CRC32 = "__CRC32#"
+# 5.x timer messages (spec 1.1): a due time, or a delay in seconds or milliseconds from now
+PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+PROPERTY_TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
+PROPERTY_TIMER_DELAY_MS = "TIMER_DELAY_MS"
+PROPERTY_TIMER_OUT_MS = "TIMER_OUT_MS"  # set by the broker on the record it keeps in TIMER_TOPIC
 CRC32_RESERVED_LEN = len(PROPERTY_CRC32) + 1 + 10 + 1  # 20 bytes at the record's end (5.x)
 
 # --- topics ------------------------------------------------------------------------------------
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # delayed messages live here until due (spec 2.10)
+TIMER_TOPIC = "rmq_sys_wheel_timer"  # 5.x timer messages live here until due (spec 1.1)

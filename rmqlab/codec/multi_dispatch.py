@@ -18,7 +18,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from rmqlab.codec.flags import PROPERTY_INNER_MULTI_DISPATCH, PROPERTY_INNER_MULTI_QUEUE_OFFSET, SCHEDULE_TOPIC
+from rmqlab.codec.flags import (
+    PROPERTY_INNER_MULTI_DISPATCH,
+    PROPERTY_INNER_MULTI_QUEUE_OFFSET,
+    SCHEDULE_TOPIC,
+    TIMER_TOPIC,
+)
 from rmqlab.codec.names import is_lmq_topic
 
 __all__ = [
@@ -37,7 +42,7 @@ _LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
 MultiDispatchPairs = tuple[tuple[str, int], ...]
 #: topics 5.x never multi-dispatches from (``checkMultiDispatchQueue``): the schedule and timer
 #: topics hold delayed messages until they are due, retry topics the consumer's retries
-_V5_NO_MULTI_TOPICS = frozenset({SCHEDULE_TOPIC, "rmq_sys_wheel_timer"})
+_V5_NO_MULTI_TOPICS = frozenset({SCHEDULE_TOPIC, TIMER_TOPIC})
 _RETRY_PREFIX = "%RETRY%"  # MixAll.RETRY_GROUP_TOPIC_PREFIX
 
 

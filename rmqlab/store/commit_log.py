@@ -99,6 +99,7 @@ _TOO_BIG = "record larger than a commit log file"
 _INT = struct.Struct(">i")
 _TX_MASK = 0xC
 _NO_QUEUE_OFFSET = (flags.TRANSACTION_PREPARED_TYPE, flags.TRANSACTION_ROLLBACK_TYPE)
+_TIMER_PROPERTIES = (flags.PROPERTY_TIMER_DELIVER_MS, flags.PROPERTY_TIMER_DELAY_SEC, flags.PROPERTY_TIMER_DELAY_MS)
 _MAX_DISPATCH_HINTS = 1 << 14  # entries; reput consumes them, a lagging reput just parses
 _MAX_HOST_CACHE = 1024
 _new_append_result = fast_constructor(AppendMessageResult)
@@ -886,6 +887,11 @@ class CommitLog:
             bad = self.check_message(msg)
             if bad is not None:
                 return bad
+            if msg.properties and not self.config.is_v4:
+                timer = self._timer_rule(msg)
+                if isinstance(timer, PutMessageResult):
+                    return timer
+                msg = timer
             if self.config.enable_multi_dispatch and msg.properties and \
                     (msg.properties.get(flags.PROPERTY_INNER_MULTI_DISPATCH) or "").strip():
                 return self._put_multi_dispatch(msg, now, uniq or None)
@@ -898,6 +904,32 @@ class CommitLog:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason=str(e))
         except BAD_FIELD_ERRORS:  # nothing was written
             return refuse_bad_fields([msg])
+
+    def _timer_rule(self, msg: Message) -> Message | PutMessageResult:
+        """5.x's broker step for timer properties (``HookUtils.handleScheduleMessage``), for a
+        NOT/COMMIT message outside ``rmq_sys_wheel_timer``: with a delay level, its
+        ``TIMER_DELIVER_MS``/``TIMER_DELAY_SEC``/``TIMER_DELAY_MS`` are dropped (the level wins);
+        without one, a message that has any of them and no ``TIMER_OUT_MS`` is a timer message,
+        which rmqlab refuses as a broker with ``timerWheelEnable=false`` does
+        (WHEEL_TIMER_NOT_ENABLE): it has no timer wheel yet. Returns the message to store."""
+        props = msg.properties or {}
+        if (msg.topic == flags.TIMER_TOPIC or (msg.sys_flag & _TX_MASK) in _NO_QUEUE_OFFSET
+                or not any(k in props for k in _TIMER_PROPERTIES)):
+            return msg
+        delay = props.get(flags.PROPERTY_DELAY_TIME_LEVEL)
+        try:
+            level = parse_java_int(delay) if delay is not None else msg.delay_time_level
+        except ValueError:
+            return msg  # encode_record refuses the DELAY value
+        if level > 0:
+            return dataclasses.replace(msg, properties={k: v for k, v in props.items() if k not in _TIMER_PROPERTIES})
+        if flags.PROPERTY_TIMER_OUT_MS in props:
+            return msg
+        return PutMessageResult(
+            PutMessageStatus.WHEEL_TIMER_NOT_ENABLE,
+            reason="a timer message (" + ", ".join(k for k in _TIMER_PROPERTIES if k in props)
+            + "): rmqlab has no timer wheel yet, as a 5.x broker with timerWheelEnable=false",
+        )
 
     def _put_multi_dispatch(self, msg: Message, now: int, uniq: str | None) -> PutMessageResult:
         """A message naming multi-dispatch queues (``enable_multi_dispatch``): under the put lock

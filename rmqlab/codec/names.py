@@ -55,9 +55,16 @@ def offset_to_file_name(offset: int) -> str:
     return f"{offset:020d}"
 
 
+_LONG_MAX = (1 << 63) - 1
+
+
 def parse_offset_file_name(name: str) -> int | None:
-    """Inverse of :func:`offset_to_file_name`; None if ``name`` is not exactly 20 digits."""
-    return int(name) if _OFFSET_NAME.fullmatch(name) else None
+    """Inverse of :func:`offset_to_file_name`; None if ``name`` is not exactly 20 digits or
+    names an offset past ``Long.MAX_VALUE`` (Java's ``parseLong`` throws on it)."""
+    if not _OFFSET_NAME.fullmatch(name):
+        return None
+    value = int(name)
+    return value if value <= _LONG_MAX else None
 
 
 def roll_next_file(offset: int, file_size: int) -> int:

@@ -31,6 +31,7 @@ from rmqlab.files.transient_store_pool import TransientStorePool
 __all__ = ["DELETE_FILES_BATCH_MAX", "Gap", "LoadError", "MappedFileQueue"]
 
 DELETE_FILES_BATCH_MAX = 10
+_LONG_MAX = (1 << 63) - 1
 _system_clock = SystemClock()
 
 
@@ -44,8 +45,12 @@ class LoadError:
     #: the one length every file of the directory has, when there are several and they agree:
     #: most likely a store written with that mapped file size, not damage
     uniform_size: int | None = None
+    #: a refusal that is not about the length (then ``__str__`` says this instead)
+    reason: str | None = None
 
     def __str__(self) -> str:
+        if self.reason is not None:
+            return f"{self.file}: {self.reason}"
         text = (
             f"{self.file}: length {self.actual_size} does not match the configured mapped file "
             f"size {self.expected_size}"
@@ -151,6 +156,13 @@ class MappedFileQueue:
         for i, entry in enumerate(candidates):
             last = i == len(candidates) - 1
             length = entry.stat().st_size
+            if int(entry.name) > _LONG_MAX:
+                self.load_error = LoadError(entry.path, length, self.mapped_file_size, reason=(
+                    "file name is an offset past Long.MAX_VALUE (RocketMQ's parseLong fails on it: "
+                    "the broker does not start); move the file out of the store"))
+                for mf in loaded:
+                    mf.close()
+                return False
             if length != self.mapped_file_size and not (
                 self.read_only and last and length < self.mapped_file_size
             ):

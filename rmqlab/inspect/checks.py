@@ -217,7 +217,7 @@ def _check_files(what: str, directory: str, files: list[MappedFile], file_size: 
             full = os.path.join(directory, name)
             if parse_offset_file_name(name) is None:
                 yield Finding("warning", "unexpected_file", os.path.relpath(full, root), 0,
-                              f"{what}: {name!r} is not a 20-digit offset file name")
+                              f"{what}: {name!r} is not an offset file name (20 digits, at most Long.MAX_VALUE)")
             elif os.path.getsize(full) == 0:
                 yield Finding("warning", "empty_file", os.path.relpath(full, root), 0, f"{what}: empty file")
     prev: MappedFile | None = None

@@ -25,6 +25,7 @@ from rmqlab.codec.index_layout import (
     item_position,
 )
 from rmqlab.codec.message import MessageRecord
+from rmqlab.codec.names import parse_offset_file_name
 
 if TYPE_CHECKING:
     from rmqlab.inspect.snapshot import Damage, StoreSnapshot
@@ -134,27 +135,25 @@ def files_frame(snap: StoreSnapshot) -> pd.DataFrame:
 
 
 def _other_files(snap: StoreSnapshot, row: Any) -> None:
-    mapped = {"commitlog", "consumequeue", "index"}
+    """The files the typed rows do not cover: checkpoint, abort, lock, config, and every stray
+    file, in the mapped dirs too (any name there that is not one of their numeric file names)."""
     for dirpath, dirnames, filenames in os.walk(snap.path):
+        dirnames.sort()
         rel = os.path.relpath(dirpath, snap.path)
-        top = rel.split(os.sep)[0]
-        if top in mapped:
-            if rel == top:
-                # stray (non-numeric) files directly in a mapped dir are still listed
-                for n in sorted(filenames):
-                    full = os.path.join(dirpath, n)
-                    if not n.isdigit():
-                        row("other", full)
-            dirnames[:] = [] if top != "consumequeue" else dirnames
-            continue
+        parts = [] if rel == "." else rel.split(os.sep)
+        top = parts[0] if parts else ""
         for n in sorted(filenames):
             full = os.path.join(dirpath, n)
-            if rel == "." and n in ("checkpoint", "abort", "lock"):
-                kind = n
+            if (top == "commitlog" and len(parts) == 1) or (top == "consumequeue" and len(parts) == 3):
+                if parse_offset_file_name(n) is None:
+                    row("other", full)
+            elif top == "index" and len(parts) == 1:
+                if not n.isdigit():
+                    row("other", full)
+            elif not parts and n in ("checkpoint", "abort", "lock"):
+                row(n, full)
             else:
-                kind = "config" if top == "config" else "other"
-            row(kind, full)
-        dirnames.sort()
+                row("config" if top == "config" else "other", full)
 
 
 # ---------------------------------------------------------------------------------------- messages

@@ -93,6 +93,18 @@ def test_load_rejects_size_mismatch_with_reason(qdir) -> None:
     assert q.mapped_files == []
 
 
+def test_load_refuses_a_file_named_past_long_max(qdir) -> None:
+    """RocketMQ's parseLong throws on such a name and the broker does not start: refused, named."""
+    _make_dir(qdir, [0])
+    (qdir / "99999999999999999999").write_bytes(b"\0" * SIZE)
+    q = MappedFileQueue(str(qdir), SIZE)
+    assert q.load() is False
+    assert q.load_error is not None
+    assert q.load_error.file.endswith("99999999999999999999")
+    assert "Long.MAX_VALUE" in str(q.load_error)
+    assert q.mapped_files == []
+
+
 def test_load_error_names_the_size_every_file_shares(qdir) -> None:
     # a store written with another mapped file size: not damage, and the error says what size
     _make_dir(qdir, [0, 2 * SIZE, 4 * SIZE], size=2 * SIZE)

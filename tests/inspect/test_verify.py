@@ -127,6 +127,20 @@ def test_garbage_tail(store_copy: Callable[[str], Path]) -> None:
     assert [(f.kind, f.file, f.offset) for f in found] == [("commitlog_bad_magic", f"commitlog/{name}", end)]
 
 
+def test_a_file_named_past_long_max_is_a_stray_file(store_copy: Callable[[str], Path]) -> None:
+    """Found by fuzzing: ``inspect`` ended in an OverflowError on such a name (a 20-digit name,
+    but no Java long). It is reported like any other stray file, and the file table still builds."""
+    root = store_copy("clean-small")
+    stray = root / "consumequeue" / "TopicA" / "0" / "99999999999999999999"
+    stray.write_bytes(b"\x01" * 100)
+    found = _problems(root)
+    assert [(f.kind, f.file) for f in found] == [("unexpected_file", "consumequeue/TopicA/0/99999999999999999999")]
+    assert "Long.MAX_VALUE" in found[0].message
+    with open_snapshot(root) as snap:
+        files = snap.files()
+    assert "consumequeue/TopicA/0/99999999999999999999" in set(files["path"])
+
+
 def test_torn_tail_and_file_gap(store_copy: Callable[[str], Path]) -> None:
     root = store_copy("clean-small")
     with open_snapshot(root) as snap:

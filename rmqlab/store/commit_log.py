@@ -576,8 +576,12 @@ class CommitLog:
         return rec if isinstance(rec, MessageRecord) else None
 
     def pickup_store_timestamp(self, offset: int, size: int) -> int:
-        """Store timestamp of the record at ``offset`` (-1 unless it lies inside the log)."""
-        if offset < self.get_min_offset() or offset + size > self.get_max_offset():
+        """Store timestamp of the record at ``offset`` (-1 unless it lies inside the log).
+
+        Also -1 when ``size`` (a consume-queue unit's, possibly damaged: recovery keeps a last
+        file's first unit unchecked) is too small to reach the timestamp: RocketMQ reads past the
+        end of its ``size``-byte slice there and throws ``IndexOutOfBoundsException``."""
+        if size < 40 or offset < self.get_min_offset() or offset + size > self.get_max_offset():
             return -1
         # get_message(offset, size) without the SelectMappedBufferResult: this runs ~20 times
         # per by-time lookup (binary search). Same visibility rules and the same reads.
@@ -587,7 +591,8 @@ class CommitLog:
             return -1
         try:
             buf = mf.buffer[pos : pos + size]
-            return _LONG.unpack_from(buf, store_timestamp_position(_INT.unpack_from(buf, 36)[0]))[0]
+            at = store_timestamp_position(_INT.unpack_from(buf, 36)[0])
+            return _LONG.unpack_from(buf, at)[0] if at + 8 <= size else -1
         finally:
             mf.release()
 

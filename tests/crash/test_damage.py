@@ -396,3 +396,29 @@ def test_a_unit_ending_inside_a_record_does_not_stall_dispatch(tmp_path: Path) -
         _put_and_find(store, "CrashTopic2", 1, "after-short-unit")
     finally:
         store.shutdown()
+
+
+@pytest.mark.parametrize("version", ["4.9.8", "5.3.3"])
+def test_a_kept_first_unit_of_size_zero_answers_by_time_lookups(tmp_path: Path, version: str) -> None:
+    # Found by fuzzing: zeros over a queue's last file from byte 8 leave unit 0 with an offset
+    # and size 0. Truncation keeps a last file's unit 0 unchecked (RocketMQ does), and the
+    # by-time lookup then read a store time from a 0-byte slice: a struct.error. RocketMQ's
+    # getLong throws there too; rmqlab takes it for "no store time" (-1): 4.9.8 answers 0.
+    config, acks = _write(tmp_path, rocketmq_version=version)
+    last = acks[-1]
+    other = next(a for a in reversed(acks) if (a.topic, a.queue_id) != (last.topic, last.queue_id))
+    cq, _ = _last_unit(tmp_path, other.topic, other.queue_id)
+    size = cq.stat().st_size
+    damage.set_bytes(cq, 8, bytes(size - 8))
+    store = MessageStore.open(str(tmp_path), config, clock=ManualClock(1_790_000_100_000), threaded=False)
+    try:
+        assert store.get_max_offset_in_queue(other.topic, other.queue_id) >= 1
+        for ts in (0, 1_790_000_000_000, 2**62):
+            got = store.get_offset_in_queue_by_time(other.topic, other.queue_id, ts)
+            if version == "4.9.8":
+                assert got == 0
+            assert isinstance(got, int)
+        assert store.commit_log.pickup_store_timestamp(last.offset, 0) == -1
+        assert store.commit_log.pickup_store_timestamp(last.offset, last.size) > 0
+    finally:
+        store.shutdown()

@@ -176,7 +176,9 @@ def forge_crc32_suffix(prefix: bytes, target: int = 0) -> bytes:
 
 def injure_randomly(root: str | os.PathLike[str], rng: random.Random) -> list[tuple[str, str]]:
     """1-4 random injuries to the files under ``root`` (a closed store): flipped bits, a zeroed
-    run, a truncation, bytes appended or a deleted file, each in a file picked at random.
+    run, a truncation, bytes appended, a deleted file, or a stray file beside it (named like
+    junk, a temp file, an offset, or a 20-digit name past ``Long.MAX_VALUE``), each at a file
+    picked at random.
     Returns ``(file relative to root, how)`` per injury, for a failure message; the same
     ``rng`` seed injures a copy of the same store the same way."""
     root = Path(root)
@@ -187,7 +189,13 @@ def injure_randomly(root: str | os.PathLike[str], rng: random.Random) -> list[tu
             break
         path = rng.choice(files)
         size = path.stat().st_size
-        how = rng.choice(["flip", "flip", "zero", "truncate", "garbage", "delete"])
+        how = rng.choice(["flip", "flip", "zero", "truncate", "garbage", "delete", "stray"])
+        if how == "stray":  # a file next to it that is none of the store's (a copy tool's leftover...)
+            name = rng.choice(["junk", "x.tmp", "123", "99999999999999999999", f"{rng.randrange(10**19):020d}"])
+            path = path.with_name(name)
+            if path.exists():
+                continue
+            path.write_bytes(rng.randbytes(rng.randint(0, 300)))
         done.append((str(path.relative_to(root)), how))
         if how == "delete":
             path.unlink()

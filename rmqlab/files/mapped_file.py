@@ -256,21 +256,24 @@ class MappedFile:
             fd = os.open(self.file_name, os.O_RDWR)
         except OSError as exc:
             raise MappedFileError(self.file_name, f"cannot create or open: {exc}") from exc
-        try:
-            mm = mmap.mmap(fd, self.file_size)
-        except (OSError, ValueError) as exc:
-            os.close(fd)
-            raise MappedFileError(
-                self.file_name, f"cannot map {self.file_size} bytes: {exc}"
-            ) from exc
-        if pool is not None:
-            self._pool = pool
-            self._write_buffer = pool.borrow_buffer()  # None: no buffer left, write to the mmap
-        if self._write_buffer is not None:
-            self._fd = fd  # the "file channel" commit writes through
-        else:
-            os.close(fd)  # the mmap keeps its own descriptor
-        return mm, created
+        keep_fd = False
+        try:  # the descriptor is closed on every way out but the one that keeps it (an interrupt too)
+            try:
+                mm = mmap.mmap(fd, self.file_size)
+            except (OSError, ValueError) as exc:
+                raise MappedFileError(
+                    self.file_name, f"cannot map {self.file_size} bytes: {exc}"
+                ) from exc
+            if pool is not None:
+                self._pool = pool
+                self._write_buffer = pool.borrow_buffer()  # None: no buffer left, write to the mmap
+            if self._write_buffer is not None:
+                self._fd = fd  # the "file channel" commit writes through
+                keep_fd = True
+            return mm, created
+        finally:
+            if not keep_fd:
+                os.close(fd)  # the mmap keeps its own descriptor
 
     # ---------------------------------------------------------------------------------------
     # pointers

@@ -269,3 +269,19 @@ def test_store_timestamp_and_mtime(mf: MappedFile) -> None:
     assert mf.store_timestamp == 123
     os.utime(mf.file_name, ns=(5_000_000_000, 5_000_000_000))
     assert mf.get_last_modified_timestamp() == 5000
+
+
+@pytest.mark.parametrize("error", [OSError(12, "Cannot allocate memory"), KeyboardInterrupt()])
+def test_a_failed_or_interrupted_mapping_leaves_no_descriptor_open(tmp_path, monkeypatch, error) -> None:
+    """The descriptor opened for the mapping is closed when mmap fails or is interrupted."""
+    import mmap as mmap_module
+
+    def refuse(*args, **kwargs):
+        raise error
+
+    before = set(os.listdir("/proc/self/fd"))
+    monkeypatch.setattr(mmap_module, "mmap", refuse)
+    with pytest.raises((MappedFileError, KeyboardInterrupt)):
+        MappedFile(str(tmp_path / f"{0:020d}"), 4096)
+    monkeypatch.undo()
+    assert set(os.listdir("/proc/self/fd")) <= before

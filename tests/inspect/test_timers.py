@@ -17,8 +17,8 @@ from rmqlab.codec.java_hash import java_hash
 from rmqlab.errors import CorruptRecord, TruncatedRecord
 from rmqlab.inspect import open_snapshot
 from rmqlab.inspect.timers import TIMER_CHECKPOINT_COLUMNS, TIMER_COLUMNS, TIMER_LOG_COLUMNS, TIMER_WHEEL_COLUMNS
-from tests.inspect.conftest import fingerprint
-from tests.inspect.timer_store import T0, TimerStore, write_timer_store
+from rmqlab.testing.timer_store import T0, TimerStore, write_timer_store
+from tests.inspect.conftest import fingerprint, full_inspection
 
 
 @pytest.fixture
@@ -115,12 +115,7 @@ def test_pending_timers_in_delivery_order(timer_store: TimerStore) -> None:
 def test_inspection_changes_no_byte(timer_store: TimerStore) -> None:
     root = timer_store.root
     before = fingerprint(root)
-    with open_snapshot(root) as snap:
-        snap.timer_checkpoint()
-        snap.timer_wheel()
-        snap.timer_log()
-        snap.timers()
-        list(snap.verify())
+    full_inspection(root)  # every frame and command, timers included
     runner = CliRunner()
     for args in (["timers", str(root)], ["timers", str(root), "--json"], ["timers", str(root), "--wheel"],
                  ["timers", str(root), "--json-lines", "--limit", "3"]):
@@ -194,3 +189,22 @@ def test_a_deleted_timerlog_file_and_a_damaged_record(timer_store: TimerStore) -
     assert slot_b.problem.iloc[1].startswith("no readable message at commit log offset 1000000000")
     late = df[df.stage == "queue"].iloc[0]
     assert late.problem.startswith(f"no readable message at commit log offset {timer_store.offsets['late']}")
+
+
+def test_the_readme_example_runs(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    demo = tmp_path / "timer-demo"
+    r = subprocess.run([sys.executable, "-m", "rmqlab.testing.timer_store", str(demo)], capture_output=True,
+                       text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    again = subprocess.run([sys.executable, "-m", "rmqlab.testing.timer_store", str(demo)], capture_output=True,
+                           text=True, check=False)
+    assert again.returncode != 0  # never writes over an existing dir
+    assert "usage" in again.stderr
+    runner = CliRunner()
+    assert runner.invoke(main, ["timers", str(demo), "--limit", "3"]).exit_code == 0
+    first = json.loads(runner.invoke(main, ["timers", str(demo), "--json-lines"]).stdout.splitlines()[0])
+    assert (first["stage"], first["kind"], first["slot_ms"], first["due_ms"], first["real_topic"],
+            first["real_queue_id"]) == ("wheel", "message", 1700000009000, 1700000009000, "Orders", 1)

@@ -1,4 +1,5 @@
-"""A 5.3.3 store with timer messages, as a broker's ``TimerMessageStore`` leaves it.
+"""A 5.3.3 store with timer messages, as a broker's ``TimerMessageStore`` leaves it (for tests,
+the README's ``rmqlab timers`` example and notebooks: ``python -m rmqlab.testing.timer_store DIR``).
 
 rmqlab's engine does not run the timer wheel yet, so the ``rmq_sys_wheel_timer`` records are
 put through ``MessageStore`` with the properties ``HookUtils.transformTimerMessage`` sets
@@ -14,6 +15,7 @@ created sparse (truncate), never written whole.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -168,3 +170,10 @@ def write_timer_store(root: Path) -> TimerStore:
                                        state_version=0, timestamp=T0, counter=7))
     assert os.path.getsize(root / "timerwheel") == TIMER_WHEEL_FILE_SIZE
     return TimerStore(root, offsets, uniq, units, out)
+
+
+if __name__ == "__main__":  # python -m rmqlab.testing.timer_store DIR
+    if len(sys.argv) != 2 or os.path.exists(sys.argv[1]):
+        sys.exit("usage: python -m rmqlab.testing.timer_store NEW_DIR (a directory that does not exist yet)")
+    write_timer_store(Path(sys.argv[1]))
+    print(sys.argv[1])

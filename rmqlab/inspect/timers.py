@@ -311,9 +311,10 @@ def _record_row(snap: StoreSnapshot, offset: int, size: int, topic_hash: int | N
 
 
 def _wheel_rows(snap: StoreSnapshot, log: _TimerLog, idx: np.ndarray, slots: np.ndarray, read_ms: int,
-                precision_ms: int, damage: list[dict[str, Any]]) -> list[dict[str, Any]]:
+                precision_ms: int, damage: list[dict[str, Any]], limit: int | None) -> list[dict[str, Any]]:
     """Walk every pending slot's chain (``lastPos`` back through ``prevPos``), oldest slot first,
-    each chain in delivery order (first unit first); mark messages a DELETE unit of the slot names."""
+    each chain in delivery order (first unit first); mark messages a DELETE unit of the slot names.
+    Stops after the slot that reaches ``limit`` rows (a slot is read whole: its DELETEs matter)."""
     rows: list[dict[str, Any]] = []
     time = slots["time"].astype(np.int64)
     order = np.argsort(time, kind="stable")
@@ -354,6 +355,8 @@ def _wheel_rows(snap: StoreSnapshot, log: _TimerLog, idx: np.ndarray, slots: np.
         chain.reverse()
         _mark_cancelled(chain)
         rows.extend(chain)
+        if limit is not None and len(rows) >= limit:
+            break
     return rows
 
 
@@ -374,14 +377,16 @@ def _mark_cancelled(chain: list[dict[str, Any]]) -> None:
         r["cancelled"] = bool(r.get("kind") != "delete" and uk and (uk in keys or f"{r['real_topic']}+{uk}" in keys))
 
 
-def _queue_rows(snap: StoreSnapshot, start: int, seen: set[int]) -> list[dict[str, Any]]:
-    """``rmq_sys_wheel_timer`` queue 0 units at or after ``start``: not yet put into the wheel."""
+def _queue_rows(snap: StoreSnapshot, start: int, seen: set[int], limit: int | None) -> list[dict[str, Any]]:
+    """``rmq_sys_wheel_timer`` queue 0 units at or after ``start`` (at most ``limit``): not yet in the wheel."""
     q = snap.consume_queues.get((TIMER_TOPIC, 0))
     if q is None:
         return []
     base, units = q.units()
     rows = []
     for k in range(max(0, start - base), len(units)):
+        if limit is not None and len(rows) >= limit:
+            break
         off, size = int(units["commit_log_offset"][k]), int(units["size"][k])
         if size == 0x7FFFFFFF or off in seen:  # pre-blank filler; already listed from the wheel
             continue
@@ -421,9 +426,11 @@ def timers_frame(snap: StoreSnapshot, precision_ms: int = DEFAULT_TIMER_PRECISIO
         notes.append("no timerwheel file")
     else:
         rows = _wheel_rows(snap, log or _TimerLog([], TIMER_LOG_FILE_SIZE, []), wheel[0], wheel[1], read_ms,
-                           precision_ms, damage)
-    seen = {r["commit_log_offset"] for r in rows if r["commit_log_offset"] is not pd.NA}
-    rows.extend(_queue_rows(snap, cp.last_timer_queue_offset if cp else 0, seen))
+                           precision_ms, damage, limit)
+    if limit is None or len(rows) < limit:
+        seen = {r["commit_log_offset"] for r in rows if r["commit_log_offset"] is not pd.NA}
+        rows.extend(_queue_rows(snap, cp.last_timer_queue_offset if cp else 0, seen,
+                                None if limit is None else limit - len(rows)))
     if limit is not None:
         rows = rows[:limit]
     df = pd.DataFrame(rows, columns=TIMER_COLUMNS)

@@ -64,7 +64,9 @@ class TimerWriter:
 
     def append(self, data: bytes) -> int:
         start = self.wrote - self.wrote % self.file_size
-        buf = self.files.setdefault(start, bytearray(self.file_size))
+        if start not in self.files:
+            self.files[start] = bytearray(self.file_size)
+        buf = self.files[start]
         pos = self.wrote - start
         if needs_blank(pos, self.file_size, len(data)):
             buf[pos:pos + 16] = encode_timer_log_blank(self.file_size - pos)
@@ -149,7 +151,7 @@ def write_timer_store(root: Path) -> TimerStore:
             props = {"TIMER_DELIVER_MS": str(deliver), "TIMER_OUT_MS": str(timer_out_ms(deliver)),
                      "REAL_TOPIC": topic, "REAL_QID": str(qid)}
             if extra is None:
-                props["TIMER_DEL_UNIQKEY"] = uniq["m1"]
+                props["TIMER_DEL_UNIQKEY"] = f"Orders+{uniq['m1']}"  # TimerMessageStore.buildDeleteKey(topic, uk)
             r = store.put_message(Message(TIMER_TOPIC, name.encode() * 3, tags="TagA", keys=[f"key-{name}"],
                                           properties=props, uniq_key=uniq[name]))
             assert r.ok, r

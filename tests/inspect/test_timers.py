@@ -108,6 +108,7 @@ def test_pending_timers_in_delivery_order(timer_store: TimerStore) -> None:
     assert "no readable message at commit log offset 1000000000" in ghost.problem
     with open_snapshot(timer_store.root) as snap:
         assert snap.timers(limit=2).commit_log_offset.tolist() == [off["m0"], off["m1"]]
+        assert [len(snap.timers(limit=n)) for n in range(9)] == [0, 1, 2, 3, 4, 5, 6, 7, 7]
         wrong = snap.timers(precision_ms=100)  # slots hold ticks: at 100 ms they read as 1/10 of the time
     assert wrong.stage.tolist() == ["queue"]  # every slot then lies before the read time
 
@@ -208,3 +209,23 @@ def test_the_readme_example_runs(tmp_path: Path) -> None:
     first = json.loads(runner.invoke(main, ["timers", str(demo), "--json-lines"]).stdout.splitlines()[0])
     assert (first["stage"], first["kind"], first["slot_ms"], first["due_ms"], first["real_topic"],
             first["real_queue_id"]) == ("wheel", "message", 1700000009000, 1700000009000, "Orders", 1)
+
+
+def test_a_delete_names_its_message_bare_or_with_its_topic() -> None:
+    from rmqlab.inspect.timers import _mark_cancelled
+
+    def chain(del_key: str) -> list[dict[str, object]]:
+        rows: list[dict[str, object]] = [
+            {"kind": "message", "uniq_key": "UK1", "real_topic": "Orders"},
+            {"kind": "roll", "uniq_key": "UK2", "real_topic": "Orders"},
+            {"kind": "message", "uniq_key": "UK1", "real_topic": "Payments"},
+            {"kind": "delete", "uniq_key": "UK9", "real_topic": "Orders", "_del": del_key},
+        ]
+        _mark_cancelled(rows)
+        return rows
+
+    # 5.x before buildDeleteKey: the bare UNIQ_KEY (any topic); later: REAL_TOPIC + "+" + UNIQ_KEY
+    assert [r["cancelled"] for r in chain("UK1")] == [True, False, True, False]
+    assert [r["cancelled"] for r in chain("Orders+UK1")] == [True, False, False, False]
+    assert [r["cancelled"] for r in chain("Orders+UK2")] == [False, True, False, False]
+    assert [r["cancelled"] for r in chain("UK3")] == [False, False, False, False]

@@ -229,3 +229,31 @@ def test_a_delete_names_its_message_bare_or_with_its_topic() -> None:
     assert [r["cancelled"] for r in chain("Orders+UK1")] == [True, False, False, False]
     assert [r["cancelled"] for r in chain("Orders+UK2")] == [False, True, False, False]
     assert [r["cancelled"] for r in chain("UK3")] == [False, False, False, False]
+
+
+def test_verify_reports_timer_damage(timer_store: TimerStore) -> None:
+    def findings() -> list[tuple[str, str, str, int]]:
+        with open_snapshot(timer_store.root) as snap:
+            return [(f.severity, f.kind, f.file, f.offset) for f in snap.verify() if f.kind.startswith("timer_")]
+
+    assert findings() == [("error", "timer_unit_problem", "timerlog", timer_store.units["ghost"])]
+    with open(timer_store.root / "commitlog" / "00000000000000000000", "r+b") as f:
+        f.seek(timer_store.offsets["late"] + 4)
+        f.write(struct.pack(">i", 0x12345678))  # late (queue offset 6, not yet in the wheel) damaged
+    cut = timer_store.root / "timerlog" / "00000000000000000200"
+    cut.write_bytes(cut.read_bytes()[:150])
+    assert findings() == [
+        ("error", "timer_length_mismatch", "timerlog/00000000000000000200", 150),
+        ("error", "timer_truncated", "timerlog/00000000000000000200", 104),
+        ("error", "timer_unit_problem", "timerlog", timer_store.units["ghost"]),
+        ("error", "timer_unit_problem", "timerlog", timer_store.units["far"]),
+        ("error", "timer_unit_problem", "consumequeue/rmq_sys_wheel_timer/0/00000000000000000000", 6 * 20),
+    ]
+    (timer_store.root / "config" / "timercheck").unlink()
+    assert ("warning", "timer_checkpoint_missing", "config/timercheck", 0) in findings()
+    with open(timer_store.root / "timerwheel", "r+b") as f:
+        f.truncate(100)
+    assert findings() == [("error", "timer_length_mismatch", "timerwheel", 100)]
+    r = CliRunner().invoke(main, ["verify", str(timer_store.root), "--json"])
+    assert r.exit_code == 1
+    assert any(x["kind"] == "timer_length_mismatch" for x in json.loads(r.stdout)["findings"])

@@ -11,6 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from rmqlab.cli import main
 from rmqlab.codec.java_hash import java_hash
@@ -257,3 +259,37 @@ def test_verify_reports_timer_damage(timer_store: TimerStore) -> None:
     r = CliRunner().invoke(main, ["verify", str(timer_store.root), "--json"])
     assert r.exit_code == 1
     assert any(x["kind"] == "timer_length_mismatch" for x in json.loads(r.stdout)["findings"])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(st.tuples(st.integers(0, 12), st.booleans()), max_size=40),
+       read_tick=st.integers(0, 8), file_units=st.integers(1, 6))
+def test_chains_against_a_model(tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[int, bool]],
+                                read_tick: int, file_units: int) -> None:
+    """Random enqueues (tick, delete?) written as doEnqueue writes them: the pending rows are the
+    model's units grouped by tick (oldest first), in enqueue order within a tick, and the wheel's
+    num is units minus deletes per tick. No commit log: every row reports its missing record."""
+    from rmqlab.codec.timer_checkpoint import TimerCheckpoint
+    from rmqlab.testing.timer_store import TimerWriter
+
+    root = tmp_path_factory.mktemp("model")
+    (root / "commitlog").mkdir()
+    writer = TimerWriter(file_size=file_units * 52 + 16 + 7)
+    model: dict[int, list[tuple[int, bool]]] = {}
+    for i, (tick, delete) in enumerate(ops):
+        pos = writer.enqueue(10_000 + i, 100, T0 + tick * 1000, T0, "Orders", delete=delete)
+        model.setdefault(tick, []).append((pos, delete))
+    writer.write(root, TimerCheckpoint(last_read_time_ms=T0 + read_tick * 1000))
+    with open_snapshot(root) as snap:
+        df = snap.timers()
+        wheel = snap.timer_wheel()
+        log = snap.timer_log()
+    expected = [(T0 + t * 1000, pos) for t in sorted(model) if t >= read_tick for pos, _ in model[t]]
+    assert list(zip(df.slot_ms.tolist(), df.timer_log_offset.tolist(), strict=True)) == expected
+    assert df.kind.tolist() == ["delete" if d else "message" for t in sorted(model) if t >= read_tick
+                                for _, d in model[t]]
+    assert all(p.startswith("no readable message") for p in df.problem)
+    assert wheel.num.tolist() == [sum(-1 if d else 1 for _, d in model[t]) for t in sorted(model)]
+    assert wheel.pending.tolist() == [t >= read_tick for t in sorted(model)]
+    assert len(log) == len(ops)
+    assert log.attrs["damage"] == []

@@ -397,6 +397,64 @@ def delays(store: Path, hash_slot_num: int | None, index_num: int | None, delay_
         click.echo(f"rmqlab: {out['error']}", err=True)
 
 
+@main.command()
+@_store_options
+@click.option("--wheel", is_flag=True, help="Show the timer wheel's non-empty slots instead of the messages.")
+@click.option("--limit", type=click.IntRange(min=0), default=None, help="At most this many rows.")
+@click.option("--precision-ms", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="The broker's timerPrecisionMs (not stored in the files).")
+@_output_options
+def timers(store: Path, hash_slot_num: int | None, index_num: int | None, wheel: bool, limit: int | None,
+           precision_ms: int, as_json: bool, json_lines: bool) -> None:
+    """5.x timer messages (TIMER_DELIVER_MS / TIMER_DELAY_SEC): which are still pending, when each
+    is due, for which real topic and queue; from timerwheel, timerlog/ and config/timercheck.
+
+    Pending: units in the wheel's slots at or after the checkpoint's read time (stage "wheel"), and
+    rmq_sys_wheel_timer messages after its queue offset, not yet in the wheel (stage "queue").
+    JSON: {store, checkpoint, note, damage, timers: [{stage, kind, slot_ms, due_ms, real_topic,
+    real_queue_id, uniq_key, keys, tags, commit_log_offset, size_py, timer_log_offset, queue_offset,
+    enqueue_ms, roll_times, cancelled, problem}]}; with --wheel, "slots" instead of "timers".
+    A store without timer files (every 4.9.8 store) gives no rows and a note.
+
+    Example: rmqlab timers path/to/store --limit 20
+    """
+    from rmqlab import render
+
+    mode = _mode(as_json, json_lines)
+    with _open(store, hash_slot_num, index_num) as snap:
+        cp = snap.timer_checkpoint()
+        df = snap.timer_wheel(precision_ms) if wheel else snap.timers(precision_ms, limit=limit)
+        if wheel and limit is not None:
+            df = df.iloc[:limit]
+        rows = render.frame_rows(df)
+        out = {"store": snap.path, "checkpoint": (render.frame_rows(cp) or [None])[0],
+               "note": df.attrs.get("note") or cp.attrs.get("note") or None, "damage": df.attrs.get("damage", []),
+               "slots" if wheel else "timers": rows}
+    if render.emit(out, rows, mode):
+        return
+    c = out["checkpoint"]
+    if c:
+        click.echo(f"config/timercheck: read time {render.ms_to_iso(c['last_read_time_ms'])}, queue offset "
+                   f"{c['last_timer_queue_offset']}, timerlog flushed to {c['last_timer_log_flush_pos']}")
+    if wheel:
+        render.table("Timer wheel (non-empty slots)", ["slot", "time (UTC)", "first pos", "last pos", "num",
+                                                       "pending", "index ok"],
+                     ([r["slot"], render.ms_to_iso(r["time_ms"]), r["first_pos"], r["last_pos"], r["num"],
+                       r["pending"], r["index_ok"]] for r in rows))
+    else:
+        render.table("Pending timer messages", ["stage", "kind", "due (UTC)", "real topic", "queue", "uniq key",
+                                                "commit log offset", "cancelled", "problem"],
+                     ([r["stage"], r["kind"] or "-", render.ms_to_iso(r["due_ms"] or 0), r["real_topic"] or "-",
+                       "-" if r["real_queue_id"] is None else r["real_queue_id"], r["uniq_key"] or "-",
+                       "-" if r["commit_log_offset"] is None else r["commit_log_offset"],
+                       "yes" if r["cancelled"] else "", r["problem"]] for r in rows))
+    if out["note"]:
+        click.echo(f"rmqlab: {out['note']}", err=True)
+    for d in out["damage"]:
+        click.echo(f"rmqlab: warning: damage in {d['file']} at offset {d['offset']}: {d['reason']}"
+                   f"{' (' + d['detail'] + ')' if d['detail'] else ''}", err=True)
+
+
 def _emit_frame(df: Any, mode: str, title: str, what: str, *, capped: bool = True) -> None:
     """A frame as streamed JSON / JSON lines, or a table of its first TABLE_ROWS rows
     (``capped``: the user gave no limit of their own) with a note on stderr saying so."""

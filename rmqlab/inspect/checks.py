@@ -25,7 +25,12 @@ valid units and each index file's item columns as numpy arrays, zero-copy where 
   an error when queries can no longer find a key of a record, ``info`` when each such item's
   record and key are reached through another item, as after an indexing cut short and redone);
 * checkpoint — present, timestamps not after the newest record by more than 3 s; ``abort``
-  present is reported as ``info``.
+  present is reported as ``info``;
+* 5.x timer files (none in a 4.9.8 store) — what ``snap.timers()`` reports: a ``timerwheel`` of
+  the wrong length or a short ``config/timercheck`` (``timer_length_mismatch``,
+  ``timer_truncated``), damaged ``timerlog/`` files (``timer_<reason>``), and each pending unit
+  whose chain breaks or whose record is missing or does not match (``timer_unit_problem``; the
+  offset is the absolute timerlog offset, or the byte in the ``rmq_sys_wheel_timer`` queue).
 
 Offsets: for CommitLog findings the absolute log offset (= file name + position); for CQ and
 index findings the byte position inside the named file. Nothing is ever raised for bad data.
@@ -184,6 +189,7 @@ def verify(snap: StoreSnapshot, *, check_crc: bool = False,
     end = log_files[-1].file_from_offset + snap.commit_log_file_size if log_files else 0
     yield from _outside_log(snap, queues, queue_ids, indexes, end)
     yield from _check_checkpoint(snap, newest_ts)
+    yield from _check_timers(snap)
 
 
 def _check_layout(snap: StoreSnapshot) -> Iterator[Finding]:
@@ -586,3 +592,28 @@ def _check_checkpoint(snap: StoreSnapshot, newest_ts: int) -> Iterator[Finding]:
         elif newest_ts and value == 0 and name != "index_msg_timestamp":
             yield Finding("info", "checkpoint_zero", "checkpoint", pos,
                           f"{name} is 0 although the log holds records (never flushed?)")
+
+
+def _check_timers(snap: StoreSnapshot) -> Iterator[Finding]:
+    from rmqlab.codec.timer_log import TIMER_TOPIC
+    from rmqlab.errors import CorruptRecord
+    from rmqlab.inspect.timers import timers_frame
+
+    try:
+        df = timers_frame(snap)
+    except CorruptRecord as e:  # the broker would refuse to start: nothing more to read
+        yield Finding("error", f"timer_{e.reason}", e.file or "", e.offset, str(e))
+        return
+    if df.attrs.get("note", "").startswith("no config/timercheck"):
+        yield Finding("warning", "timer_checkpoint_missing", "config/timercheck", 0, df.attrs["note"])
+    for d in df.attrs.get("damage", []):
+        yield Finding("error", f"timer_{d['reason']}", d["file"], int(d["offset"]), d["detail"])
+    for r in df[df.problem != ""].itertuples(index=False):
+        if r.stage == "wheel":
+            yield Finding("error", "timer_unit_problem", "timerlog", int(r.timer_log_offset), r.problem)
+        else:  # a queue unit: the CQ file holding it and the byte inside it, as for other CQ findings
+            logical = int(r.queue_offset) * CQ_STORE_UNIT_SIZE
+            q = snap.consume_queues[(TIMER_TOPIC, 0)]
+            mf = next(f for f in reversed(q.files) if f.file_from_offset <= logical)
+            yield Finding("error", "timer_unit_problem", os.path.relpath(mf.file_name, snap.path),
+                          logical - mf.file_from_offset, r.problem)

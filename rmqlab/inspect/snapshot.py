@@ -408,6 +408,33 @@ class StoreSnapshot:
 
         return frames.delays_frame(self, message_delay_level)
 
+    # 5.x timer messages (see timers.py): every frame is empty, with an attrs note, without timer files
+    def timer_checkpoint(self) -> pd.DataFrame:
+        """One row: ``config/timercheck`` (read time, timerlog flush position, queue offsets, data version)."""
+        from rmqlab.inspect import timers
+
+        return timers.timer_checkpoint_frame(self)
+
+    def timer_wheel(self, precision_ms: int = 1000) -> pd.DataFrame:
+        """The ``timerwheel``'s non-empty slots (``timerPrecisionMs`` is configuration: pass it if not 1000)."""
+        from rmqlab.inspect import timers
+
+        return timers.timer_wheel_frame(self, precision_ms)
+
+    def timer_log(self, file_size: int | None = None) -> pd.DataFrame:
+        """Every valid ``timerlog/`` unit, oldest first; damage in ``attrs["damage"]``."""
+        from rmqlab.inspect import timers
+
+        return timers.timer_log_frame(self, file_size)
+
+    def timers(self, precision_ms: int = 1000, *, file_size: int | None = None,
+               limit: int | None = None) -> pd.DataFrame:
+        """The timer messages still pending (wheel chains after the checkpoint's read time, and
+        ``rmq_sys_wheel_timer`` units not yet enqueued), joined to their commit-log records."""
+        from rmqlab.inspect import timers
+
+        return timers.timers_frame(self, precision_ms, file_size, limit)
+
     def verify(self, *, check_crc: bool = False, progress: Any = None) -> Iterator[Any]:
         from rmqlab.inspect.checks import verify
 

@@ -38,7 +38,7 @@ def clean(reference_store: Callable[[str], Path]) -> str:
 
 def test_help_everywhere_has_an_example() -> None:
     for cmd in ("inspect", "messages", "cq", "get", "query", "index", "verify", "recover", "cleanup", "demo",
-                "delays"):
+                "delays", "timers"):
         r = run(cmd, "--help")
         assert r.exit_code == 0, cmd
         assert "Example: rmqlab" in r.output, cmd

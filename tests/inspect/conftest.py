@@ -59,6 +59,8 @@ def full_inspection(path: Path) -> None:
             snap.index_chain("TopicA", "shared-1")
         snap.checkpoint()
         snap.topics()
+        for timer_view in (snap.timer_checkpoint, snap.timer_wheel, snap.timer_log, snap.timers):
+            timer_view()
         list(snap.verify())
         list(snap.verify(check_crc=True))
         snap.explain_recovery()
@@ -69,7 +71,8 @@ def full_inspection(path: Path) -> None:
                  ["cq", s, "TopicA", "0", "--json"], ["get", s, "--offset", "0", "--json"],
                  ["query", s, "--topic", "TopicA", "--key", "shared-1", "--json"], ["index", s, "--json"],
                  ["index", s, "--chain", "TopicA", "shared-1"], ["verify", s, "--crc", "--json"],
-                 ["recover", s, "--dry-run", "--json"], ["cleanup", s, "--plan", "--disk-ratio", "0.5", "--json"]):
+                 ["recover", s, "--dry-run", "--json"], ["cleanup", s, "--plan", "--disk-ratio", "0.5", "--json"],
+                 ["timers", s, "--json"], ["timers", s, "--wheel", "--json"]):
         r = runner.invoke(main, args)
         assert r.exit_code in (0, 1, 2), (args, r.output)
         assert r.exception is None or isinstance(r.exception, SystemExit), (args, r.exception)

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from rmqlab.codec.consume_queue_unit import first_in_chunks
-from rmqlab.codec.flags import BLANK_MAGIC_CODE
+from rmqlab.codec.flags import BLANK_MAGIC_CODE, TIMER_TOPIC
 
 __all__ = [
     "MAGIC_DEFAULT",
@@ -57,7 +57,6 @@ __all__ = [
     "scan_timer_log",
 ]
 
-TIMER_TOPIC = "rmq_sys_wheel_timer"  # TimerMessageStore.TIMER_TOPIC; queue 0
 UNIT_SIZE = 52
 MIN_BLANK_LEN = 4 + 8 + 4
 UNIT_PRE_SIZE_FOR_MSG = 28  # where offsetPy starts

@@ -274,10 +274,13 @@ class ConsumeQueueStore:
         ids = list(self.consume_queue_table.get(topic, {}))
         for queue_id in ids:
             self.destroy_queue(topic, queue_id)
-        try:
-            os.rmdir(os.path.join(self.store_path, topic))
-        except OSError:
-            pass  # not empty (a file we do not own), or never created
+        for root in (self.store_path, self.ext_store_path):
+            if root is None:
+                continue
+            try:
+                os.rmdir(os.path.join(root, topic))
+            except OSError:
+                pass  # not empty (a file we do not own), or never created
         return ids
 
     def expired_queues(self, min_phy: int, skip: Callable[[str], bool]) -> list[tuple[str, int, int]]:

@@ -351,6 +351,8 @@ def test_destroy_removes_the_ext_run(tmp_path: Path) -> None:
         _write(store, clock, 100)
         assert store.consume_queue_store.destroy_queue("Orders", 0)
         assert not os.path.exists(tmp_path / "s" / "consumequeue_ext" / "Orders" / "0")
+        assert store.delete_topics(["Audit"]) == ["Audit"]
+        assert not os.path.exists(tmp_path / "s" / "consumequeue_ext" / "Audit")
     finally:
         store.shutdown()
 

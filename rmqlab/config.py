@@ -140,6 +140,9 @@ class MessageStoreConfig:
                      "max_hash_slot_num", "max_index_num", "max_message_size"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
+        if self.enable_consume_queue_ext and self.mapped_file_size_consume_queue_ext < 24:
+            raise ConfigError("mapped_file_size_consume_queue_ext must hold one 20-byte ext unit and the 4 bytes "
+                              f"a file keeps for its end marker (>= 24), not {self.mapped_file_size_consume_queue_ext}")
         if self.timer_wheel_enable:
             raise ConfigError("timer_wheel_enable: rmqlab does not model RocketMQ 5.x's timer wheel yet; "
                               "leave it off (a 5.3.3 store then refuses timer messages with WHEEL_TIMER_NOT_ENABLE)")

@@ -783,11 +783,20 @@ class CommitLog:
             queue_id = parse_java_int(qid if qid is not None else "")
         except ValueError:
             raise ScheduleRecordError(rec.commit_log_offset, f"REAL_QID {qid!r} is not an int") from None
+        if queue_id < 0:
+            refused = self._check_topic(topic)
+            return refused or PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason=f"REAL_QID {queue_id} < 0")
+        return self.put_rebuilt(rec, topic, queue_id, props)
+
+    def put_rebuilt(self, rec: MessageRecord, topic: str, queue_id: int, props: Mapping[str, str]) -> PutMessageResult:
+        """Put a copy of the stored record ``rec`` into ``topic``/``queue_id`` with the properties
+        ``props`` (a map in insertion order) serialised as a 5.x/4.9.8 broker serialises a decoded
+        map (``messageProperties2String``): body, flag, sys flag, born time and host, store host
+        and reconsume times copied, the prepared transaction offset 0. What the schedule service
+        (:meth:`put_timeup`) and the timer wheel put back."""
         refused = self._check_topic(topic)
         if refused is not None:
             return refused
-        if queue_id < 0:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason=f"REAL_QID {queue_id} < 0")
         text, parsed = reserialised_properties_and_map(props, self.config.rocketmq_version)
         born_ip, born_port = self._host(rec.born_host)
         store_ip, store_port = self._host(rec.store_host)

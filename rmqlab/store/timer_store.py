@@ -16,7 +16,9 @@ run as one ``run_once()`` (threaded or stepped by ``store.step()``), in this ord
   with ``TIMER_ENQUEUE_MS``/``TIMER_DEQUEUE_MS`` added (``REAL_TOPIC``/``REAL_QID`` stay in the
   stored string: RocketMQ serialises the map before clearing them), or for a ROLL unit back into
   ``rmq_sys_wheel_timer`` with ``TIMER_ROLL_TIMES`` + 1; a message whose UNIQ_KEY a delete marker
-  names, a delete marker itself, and a record that is gone are not delivered. A put refused with
+  names (as the bare key, or as ``REAL_TOPIC+UNIQ_KEY``, ``buildDeleteKey`` of newer brokers; as
+  ``rmqlab timers`` reads them), a delete marker itself, and a record that is gone are not
+  delivered. A put refused with
   SERVICE_NOT_AVAILABLE is retried at the next run from that message (RocketMQ retries it in a
   loop); MESSAGE_ILLEGAL / PROPERTIES_SIZE_EXCEEDED drop it, other refusals after 3 retries.
 * **flush** (``TimerFlushService``, every ``timer_flush_interval_ms``): the checkpoint values
@@ -484,7 +486,8 @@ class TimerMessageStore:
                 self._publish(slot_ms, u.offset_py, "missing")
                 continue
             uniq = rec.properties.get(flags.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-            if uniq is not None and uniq in delete_keys:
+            real = rec.properties.get(flags.PROPERTY_REAL_TOPIC)
+            if uniq is not None and (uniq in delete_keys or f"{real}+{uniq}" in delete_keys):
                 self.counts["deleted"] += 1
                 self._publish(slot_ms, u.offset_py, "deleted")
                 continue

@@ -300,3 +300,29 @@ def test_delete_units_are_written_with_the_delete_magic(tmp_path: Path) -> None:
         assert store.look_message_by_offset(unit.offset_py).topic == flags.TIMER_TOPIC
     finally:
         store.shutdown()
+
+
+def test_the_engine_takes_over_a_store_whose_timer_files_a_broker_wrote(tmp_path: Path) -> None:
+    """The hand-built store of ``rmqlab.testing.timer_store`` (files as ``doEnqueue`` writes them):
+    recovery reads them, the pending messages come out when due, the one its delete marker names
+    does not, nor does the unit without a record; ``late`` (not yet enqueued) is enqueued."""
+    from rmqlab.testing.timer_store import T0 as W0
+    from rmqlab.testing.timer_store import write_timer_store
+
+    ts = write_timer_store(tmp_path / "w")
+    clock = ManualClock(W0)
+    store = _open(ts.root, clock, mapped_file_size_timer_log=200)
+    try:
+        assert store.timer.curr_queue_offset == 6
+        assert store.timer.curr_read_time_ms == W0
+        _steps(store)
+        assert store.timer.status().enqueued == 1  # late
+        clock.advance(31_000)
+        _steps(store, 3)
+        got = {(m.topic, m.queue_id, m.body) for q in range(3) for m in _delivered(store, "Orders", q)}
+        got |= {(m.topic, m.queue_id, m.body) for m in _delivered(store, "Payments", 0)}
+        assert got == {("Orders", 1, b"m0m0m0"), ("Payments", 0, b"m2m2m2"), ("Orders", 0, b"latelatelate")}
+        s = store.timer.status()
+        assert (s.deleted, s.missing, s.dropped) == (1, 1, 0)  # m1; ghost; a delete unit is only read
+    finally:
+        store.shutdown()

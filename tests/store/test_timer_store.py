@@ -38,8 +38,11 @@ def _put(store: MessageStore, body: bytes, topic: str = "Orders", queue_id: int 
 
 
 def _delivered(store: MessageStore, topic: str = "Orders", queue_id: int = 0) -> list:
-    got = store.get_message("g", topic, queue_id, 0, 1000)
-    return list(got.messages) if got.status is GetMessageStatus.FOUND else []
+    out, offset = [], 0
+    while (got := store.get_message("g", topic, queue_id, offset, 1000)).status is GetMessageStatus.FOUND:
+        out += got.messages
+        offset = got.next_begin_offset
+    return out
 
 
 def _steps(store: MessageStore, n: int = 2) -> None:

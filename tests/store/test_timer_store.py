@@ -329,3 +329,36 @@ def test_the_engine_takes_over_a_store_whose_timer_files_a_broker_wrote(tmp_path
         assert (s.deleted, s.missing, s.dropped) == (1, 1, 0)  # m1; ghost; a delete unit is only read
     finally:
         store.shutdown()
+
+
+def test_rmqlab_timers_and_verify_on_a_store_the_engine_wrote(tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from rmqlab.cli import main
+
+    clock = ManualClock(T0)
+    path = tmp_path / "s"
+    store = _open(path, clock)
+    for i, delay in enumerate((5, 5, 40)):
+        _put(store, f"m{i}".encode(), queue_id=i, TIMER_DELAY_SEC=str(delay))
+    _steps(store)
+    clock.advance(1_000)
+    _steps(store)
+    store.shutdown()
+    runner = CliRunner()
+    r = runner.invoke(main, ["timers", str(path), "--json-lines"])
+    assert r.exit_code == 0, r.output
+    rows = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [(x["stage"], x["kind"], x["due_ms"], x["real_queue_id"]) for x in rows] == [
+        ("wheel", "message", T0 + 4_000, 0), ("wheel", "message", T0 + 4_000, 1), ("wheel", "message", T0 + 39_000, 2)]
+    v = runner.invoke(main, ["verify", str(path), "--json"])
+    assert not [f for f in json.loads(v.stdout)["findings"] if f["kind"].startswith("timer_")]
+    store = _open(path, clock)  # the clean stop did not write the wheel (as RocketMQ): recovery rebuilds it
+    try:
+        clock.advance(40_000)
+        _steps(store)
+        assert sorted(m.body for q in range(3) for m in _delivered(store, queue_id=q)) == [b"m0", b"m1", b"m2"]
+    finally:
+        store.shutdown()

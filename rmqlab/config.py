@@ -111,11 +111,17 @@ class MessageStoreConfig:
     flush_delay_offset_interval: int = 1000 * 10
     os_page_cache_busy_timeout_mills: int = 1000
     disk_fall_recorded: bool = True
-    # 5.x timer messages (TIMER_DELIVER_MS / TIMER_DELAY_SEC / TIMER_DELAY_MS). RocketMQ 5.x's
-    # default is true; rmqlab does not model the timer wheel (TimerMessageStore) yet, so a 5.3.3
-    # store acts as a broker with it off: a timer message is refused (WHEEL_TIMER_NOT_ENABLE)
-    # rather than stored in its topic and delivered at once. 4.9.8 has no timer messages.
-    timer_wheel_enable: bool = False
+    # --- 5.x timer messages (TimerMessageStore; TIMER_DELIVER_MS / TIMER_DELAY_SEC / TIMER_DELAY_MS)
+    # A 5.3.3 store keeps a timer message in rmq_sys_wheel_timer until due (store/timer_store.py);
+    # off, a 5.3.3 put of one is refused with WHEEL_TIMER_NOT_ENABLE. 4.9.8 has no timer messages.
+    timer_wheel_enable: bool = True
+    timer_precision_ms: int = 1000
+    mapped_file_size_timer_log: int = 100 * 1024 * 1024
+    timer_roll_window_slot: int = 3600 * 24 * 2  # slots; out of [2, 7 days - 60] means 7 days - 60
+    timer_flush_interval_ms: int = 1000
+    timer_max_delay_sec: int = 3600 * 24 * 3
+    timer_congest_num_each_slot: int = 2**31 - 1  # a put is refused (flow control) past this per slot
+    timer_skip_unknown_error: bool = False
 
     # --- rmqlab ------------------------------------------------------------------------------
     rocketmq_version: str = "4.9.8"  # rmqlab: which RocketMQ behaviour to emulate where they differ
@@ -143,9 +149,9 @@ class MessageStoreConfig:
         if self.enable_consume_queue_ext and self.mapped_file_size_consume_queue_ext < 24:
             raise ConfigError("mapped_file_size_consume_queue_ext must hold one 20-byte ext unit and the 4 bytes "
                               f"a file keeps for its end marker (>= 24), not {self.mapped_file_size_consume_queue_ext}")
-        if self.timer_wheel_enable:
-            raise ConfigError("timer_wheel_enable: rmqlab does not model RocketMQ 5.x's timer wheel yet; "
-                              "leave it off (a 5.3.3 store then refuses timer messages with WHEEL_TIMER_NOT_ENABLE)")
+        if self.timer_precision_ms <= 0 or self.mapped_file_size_timer_log <= 0:
+            raise ConfigError(f"timer_precision_ms and mapped_file_size_timer_log must be positive, not "
+                              f"{self.timer_precision_ms} and {self.mapped_file_size_timer_log}")
         if self.max_dispatch_behind_bytes < 0:
             bound = self.max_dispatch_behind_bytes
             raise ConfigError(f"max_dispatch_behind_bytes must be >= 0 (0: never wait), not {bound}")

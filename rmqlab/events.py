@@ -32,6 +32,8 @@ __all__ = [
     "RecoveryStep",
     "Rolled",
     "ScheduleDelivered",
+    "TimerDequeued",
+    "TimerEnqueued",
 ]
 
 
@@ -186,6 +188,38 @@ class ScheduleDelivered(Event):
     topic: str
     queue_id: int
     to_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class TimerEnqueued(Event):
+    """A ``rmq_sys_wheel_timer`` message (queue offset ``queue_offset``, record at
+    ``commit_log_offset``) entered the timer wheel: its unit at ``timer_log_offset`` hangs in the
+    slot of ``slot_ms`` (``roll``: parked there, due later; ``delete``: a delete marker). A
+    message already due is handed back at once: ``timer_log_offset`` is then -1."""
+
+    queue_offset: int
+    commit_log_offset: int
+    timer_log_offset: int
+    slot_ms: int
+    real_topic: str | None
+    roll: bool = False
+    delete: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TimerDequeued(Event):
+    """The wheel's slot of ``slot_ms`` handed back the record at ``from_offset``: ``outcome`` is
+    ``"delivered"`` (put into ``topic``/``queue_id`` as the record at ``to_offset``), ``"rolled"``
+    (put back into ``rmq_sys_wheel_timer``), ``"deleted"`` (a delete marker of the slot names it),
+    ``"dropped"`` (a delete marker, or a put RocketMQ does not retry) or ``"missing"`` (the record
+    is gone)."""
+
+    slot_ms: int
+    from_offset: int
+    outcome: str
+    topic: str | None = None
+    queue_id: int = -1
+    to_offset: int = -1
 
 
 @dataclass

@@ -24,6 +24,7 @@ from rmqlab.codec.flags import (
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
     PROPERTY_SEPARATOR,
+    PROPERTY_TIMER_OUT_MS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     PROPERTY_WAIT_STORE_MSG_OK,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "encode_broker_properties_and_map",
     "encode_properties",
     "encode_scheduled_broker_properties_and_map",
+    "encode_timer_broker_properties_and_map",
     "java_hashmap_capacity",
     "java_hashmap_order",
     "property_value",
@@ -285,6 +287,28 @@ def encode_scheduled_broker_properties_and_map(
     if version == "4.9.8" and PROPERTY_WAIT_STORE_MSG_OK in m:
         m[PROPERTY_WAIT_STORE_MSG_OK] = m.pop(PROPERTY_WAIT_STORE_MSG_OK)
     m[PROPERTY_DELAY_TIME_LEVEL] = delay_level
+    m[PROPERTY_REAL_TOPIC] = real_topic
+    m[PROPERTY_REAL_QUEUE_ID] = str(real_queue_id)
+    order = java_hashmap_order(tuple(m), 16 if version == "4.9.8" else 128, max_size=len(m))
+    return _serialise(m, tuple(order), version)
+
+
+def encode_timer_broker_properties_and_map(
+    props: Mapping[str, str],
+    version: str,
+    cluster: str | None,
+    *,
+    real_topic: str,
+    real_queue_id: int,
+    timer_out_ms: int,
+    uniq_key: str | None = None,
+) -> tuple[bytes, dict[str, str] | None]:
+    """:func:`encode_broker_properties_and_map` for a timer message the 5.x broker moves to
+    ``rmq_sys_wheel_timer`` (``HookUtils.transformTimerMessage``): ``TIMER_OUT_MS``,
+    ``REAL_TOPIC`` and ``REAL_QID`` put into the broker's map in that order, then the map
+    serialised again (``HashMap(128)`` order; WAIT kept where it was)."""
+    m = _broker_map(props, version, cluster, uniq_key)
+    m[PROPERTY_TIMER_OUT_MS] = str(timer_out_ms)
     m[PROPERTY_REAL_TOPIC] = real_topic
     m[PROPERTY_REAL_QUEUE_ID] = str(real_queue_id)
     order = java_hashmap_order(tuple(m), 16 if version == "4.9.8" else 128, max_size=len(m))

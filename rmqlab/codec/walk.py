@@ -44,6 +44,7 @@ __all__ = [
     "iter_records",
     "new_dispatch_request",
     "parse_java_int",
+    "parse_java_long",
 ]
 
 _HEAD = struct.Struct(">iiiiiqqiq")  # total .. born timestamp
@@ -89,6 +90,16 @@ def parse_java_int(s: str) -> int:
         raise ValueError(s)
     v = int(s)
     if not -(2**31) <= v < 2**31:
+        raise ValueError(s)
+    return v
+
+
+def parse_java_long(s: str) -> int:
+    """``Long.parseLong``: optional sign and digits only, int64 range; ValueError otherwise."""
+    if not _JAVA_INT.fullmatch(s):
+        raise ValueError(s)
+    v = int(s)
+    if not -(2**63) <= v < 2**63:
         raise ValueError(s)
     return v
 

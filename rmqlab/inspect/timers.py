@@ -39,6 +39,9 @@ from rmqlab.codec.flags import (
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
     PROPERTY_TAGS,
+    PROPERTY_TIMER_DEL_UNIQKEY,
+    PROPERTY_TIMER_OUT_MS,
+    PROPERTY_TIMER_ROLL_TIMES,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
 )
 from rmqlab.codec.java_hash import java_hash
@@ -77,9 +80,6 @@ __all__ = [
     "timers_frame",
 ]
 
-PROPERTY_TIMER_OUT_MS = "TIMER_OUT_MS"
-PROPERTY_TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"
-PROPERTY_TIMER_ROLL_TIMES = "TIMER_ROLL_TIMES"
 
 TIMER_CHECKPOINT_COLUMNS = [
     "last_read_time_ms", "last_timer_log_flush_pos", "last_timer_queue_offset", "master_timer_queue_offset",

@@ -64,10 +64,11 @@ from rmqlab.codec.properties import (
     decode_properties,
     encode_broker_properties_and_map,
     encode_scheduled_broker_properties_and_map,
+    encode_timer_broker_properties_and_map,
     raw_property_value,
     reserialised_properties_and_map,
 )
-from rmqlab.codec.walk import parse_java_int
+from rmqlab.codec.walk import parse_java_int, parse_java_long
 from rmqlab.config import MessageStoreConfig
 from rmqlab.errors import DiskFull, InvalidTopic, RmqlabError, ScheduleRecordError
 from rmqlab.events import Appended, EventBus, Rolled
@@ -99,6 +100,11 @@ _TOO_BIG = "record larger than a commit log file"
 _INT = struct.Struct(">i")
 _TX_MASK = 0xC
 _NO_QUEUE_OFFSET = (flags.TRANSACTION_PREPARED_TYPE, flags.TRANSACTION_ROLLBACK_TYPE)
+
+
+def _java_long(x: int) -> int:
+    """``x`` wrapped to a Java long (the overflow of ``now + delay`` in the broker)."""
+    return (x + 2**63) % 2**64 - 2**63
 _TIMER_PROPERTIES = (flags.PROPERTY_TIMER_DELIVER_MS, flags.PROPERTY_TIMER_DELAY_SEC, flags.PROPERTY_TIMER_DELAY_MS)
 _MAX_DISPATCH_HINTS = 1 << 14  # entries; reput consumes them, a lagging reput just parses
 _MAX_HOST_CACHE = 1024
@@ -389,6 +395,8 @@ class CommitLog:
         self.clock = clock
         self.bus = bus
         self._max_delay_level = max(config.delay_level_table, default=0)  # ScheduleMessageService.maxDelayLevel
+        # TimerMessageStore.isReject(deliverMs), set by the store that runs the timer wheel
+        self.timer_reject: Callable[[int], bool] | None = None
         self.file_size = config.mapped_file_size_commit_log
         self.mapped_file_queue = MappedFileQueue(
             config.commit_log_dir,
@@ -635,19 +643,27 @@ class CommitLog:
         return got
 
     def encode_record(self, msg: Message, now: int, uniq: str | None = None, *,
-                      drop_wait: bool = False) -> EncodedRecord | PutMessageResult:
+                      drop_wait: bool = False, timer_out_ms: int | None = None) -> EncodedRecord | PutMessageResult:
         """Encode ``msg`` as a record with zero queue offset, physical offset and store time.
 
         ``uniq``: the UNIQ_KEY to use when the message brings none (the fast path passes the one
         it already drew when it hands a message over, so no counter value is skipped).
-        ``drop_wait``: leave WAIT out of the properties (5.x's multi-dispatch put)."""
+        ``drop_wait``: leave WAIT out of the properties (5.x's multi-dispatch put).
+        ``timer_out_ms``: a timer message's due tick (:meth:`_transform_timer`): the record goes
+        to ``rmq_sys_wheel_timer`` queue 0 with ``TIMER_OUT_MS``, ``REAL_TOPIC``, ``REAL_QID``."""
         uniq = msg.uniq_key or (msg.properties or {}).get(flags.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or uniq
         if not uniq:
             uniq = self.new_uniq_key(now)
         client = client_properties(msg, uniq)
         topic, queue_id = msg.topic, msg.queue_id
         delay = client.get(flags.PROPERTY_DELAY_TIME_LEVEL)
-        if delay is not None and (msg.sys_flag & _TX_MASK) not in _NO_QUEUE_OFFSET:
+        if timer_out_ms is not None:
+            props, parsed = encode_timer_broker_properties_and_map(
+                client, self.config.rocketmq_version, self.config.broker_cluster_name,
+                real_topic=topic, real_queue_id=queue_id, timer_out_ms=timer_out_ms)  # fmt: skip
+            scheduled: tuple[bytes, dict[str, str] | None, str, int] | PutMessageResult | None = (
+                props, parsed, flags.TIMER_TOPIC, 0)
+        elif delay is not None and (msg.sys_flag & _TX_MASK) not in _NO_QUEUE_OFFSET:
             scheduled = self._schedule(client, topic, queue_id, delay)
             if isinstance(scheduled, PutMessageResult):
                 return scheduled
@@ -767,11 +783,20 @@ class CommitLog:
             queue_id = parse_java_int(qid if qid is not None else "")
         except ValueError:
             raise ScheduleRecordError(rec.commit_log_offset, f"REAL_QID {qid!r} is not an int") from None
+        if queue_id < 0:
+            refused = self._check_topic(topic)
+            return refused or PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason=f"REAL_QID {queue_id} < 0")
+        return self.put_rebuilt(rec, topic, queue_id, props)
+
+    def put_rebuilt(self, rec: MessageRecord, topic: str, queue_id: int, props: Mapping[str, str]) -> PutMessageResult:
+        """Put a copy of the stored record ``rec`` into ``topic``/``queue_id`` with the properties
+        ``props`` (a map in insertion order) serialised as a 5.x/4.9.8 broker serialises a decoded
+        map (``messageProperties2String``): body, flag, sys flag, born time and host, store host
+        and reconsume times copied, the prepared transaction offset 0. What the schedule service
+        (:meth:`put_timeup`) and the timer wheel put back."""
         refused = self._check_topic(topic)
         if refused is not None:
             return refused
-        if queue_id < 0:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason=f"REAL_QID {queue_id} < 0")
         text, parsed = reserialised_properties_and_map(props, self.config.rocketmq_version)
         born_ip, born_port = self._host(rec.born_host)
         store_ip, store_port = self._host(rec.store_host)
@@ -892,16 +917,17 @@ class CommitLog:
             bad = self.check_message(msg)
             if bad is not None:
                 return bad
+            timer_out = None
             if msg.properties and not self.config.is_v4:
-                timer = self._timer_rule(msg)
+                timer = self._timer_rule(msg, now)
                 if isinstance(timer, PutMessageResult):
                     return timer
-                msg = timer
-            if self.config.enable_multi_dispatch and msg.properties and \
+                msg, timer_out = timer
+            if timer_out is None and self.config.enable_multi_dispatch and msg.properties and \
                     (msg.properties.get(flags.PROPERTY_INNER_MULTI_DISPATCH) or "").strip():
                 return self._put_multi_dispatch(msg, now, uniq or None)
             # the UNIQ_KEY and time the fast path already drew, if any: the record it would have made
-            enc = self.encode_record(msg, now, uniq or None)
+            enc = self.encode_record(msg, now, uniq or None, timer_out_ms=timer_out)
             if isinstance(enc, PutMessageResult):
                 return enc
             return self._put([enc])
@@ -910,31 +936,78 @@ class CommitLog:
         except BAD_FIELD_ERRORS:  # nothing was written
             return refuse_bad_fields([msg])
 
-    def _timer_rule(self, msg: Message) -> Message | PutMessageResult:
+    def _timer_rule(self, msg: Message, now: int) -> tuple[Message, int | None] | PutMessageResult:
         """5.x's broker step for timer properties (``HookUtils.handleScheduleMessage``), for a
         NOT/COMMIT message outside ``rmq_sys_wheel_timer``: with a delay level, its
         ``TIMER_DELIVER_MS``/``TIMER_DELAY_SEC``/``TIMER_DELAY_MS`` are dropped (the level wins);
-        without one, a message that has any of them and no ``TIMER_OUT_MS`` is a timer message,
-        which rmqlab refuses as a broker with ``timerWheelEnable=false`` does
-        (WHEEL_TIMER_NOT_ENABLE): it has no timer wheel yet. Returns the message to store."""
+        without one, a message that has any of them and no ``TIMER_OUT_MS`` is a timer message.
+        Returns the message to store and, for a timer message that is not due yet, its
+        ``TIMER_OUT_MS`` (the record then goes to ``rmq_sys_wheel_timer`` queue 0), or the
+        refusal: WHEEL_TIMER_NOT_ENABLE (``timer_wheel_enable`` off), WHEEL_TIMER_MSG_ILLEGAL,
+        WHEEL_TIMER_FLOW_CONTROL (:meth:`_transform_timer`)."""
         props = msg.properties or {}
         if (msg.topic == flags.TIMER_TOPIC or (msg.sys_flag & _TX_MASK) in _NO_QUEUE_OFFSET
                 or not any(k in props for k in _TIMER_PROPERTIES)):
-            return msg
+            return msg, None
         delay = props.get(flags.PROPERTY_DELAY_TIME_LEVEL)
         try:
             level = parse_java_int(delay) if delay is not None else msg.delay_time_level
         except ValueError:
-            return msg  # encode_record refuses the DELAY value
+            return msg, None  # encode_record refuses the DELAY value
         if level > 0:
-            return dataclasses.replace(msg, properties={k: v for k, v in props.items() if k not in _TIMER_PROPERTIES})
+            kept = {k: v for k, v in props.items() if k not in _TIMER_PROPERTIES}
+            return dataclasses.replace(msg, properties=kept), None
         if flags.PROPERTY_TIMER_OUT_MS in props:
-            return msg
-        return PutMessageResult(
-            PutMessageStatus.WHEEL_TIMER_NOT_ENABLE,
-            reason="a timer message (" + ", ".join(k for k in _TIMER_PROPERTIES if k in props)
-            + "): rmqlab has no timer wheel yet, as a 5.x broker with timerWheelEnable=false",
-        )
+            return msg, None
+        if not self.config.timer_wheel_enable:
+            return PutMessageResult(
+                PutMessageStatus.WHEEL_TIMER_NOT_ENABLE,
+                reason="a timer message (" + ", ".join(k for k in _TIMER_PROPERTIES if k in props)
+                + ") needs the timer wheel: timer_wheel_enable is off",
+            )
+        return self._transform_timer(msg, props, now)
+
+    def _transform_timer(self, msg: Message, props: Mapping[str, str], now: int
+                         ) -> tuple[Message, int | None] | PutMessageResult:
+        """``HookUtils.transformTimerMessage``: the deliver time from ``TIMER_DELAY_SEC`` (now +
+        s * 1000), else ``TIMER_DELAY_MS`` (now + ms), else ``TIMER_DELIVER_MS`` (Java longs; a
+        value ``parseLong`` rejects is WHEEL_TIMER_MSG_ILLEGAL). Not after now: stored as sent
+        in its own topic (delivered at once), unless it is a delete marker
+        (``TIMER_DEL_UNIQKEY``: illegal). Later: more than ``timer_max_delay_sec`` ahead is
+        illegal; the time is rounded down to the tick (a time on a tick boundary goes one tick
+        earlier), and a put into a slot holding more than ``timer_congest_num_each_slot``
+        messages may be refused (WHEEL_TIMER_FLOW_CONTROL, ``timer_reject``)."""
+        try:
+            if flags.PROPERTY_TIMER_DELAY_SEC in props:
+                name = flags.PROPERTY_TIMER_DELAY_SEC
+                deliver = _java_long(now + parse_java_long(props[name]) * 1000)
+            elif flags.PROPERTY_TIMER_DELAY_MS in props:
+                name = flags.PROPERTY_TIMER_DELAY_MS
+                deliver = _java_long(now + parse_java_long(props[name]))
+            else:
+                name = flags.PROPERTY_TIMER_DELIVER_MS
+                deliver = parse_java_long(props[name])
+        except (ValueError, TypeError):
+            return PutMessageResult(PutMessageStatus.WHEEL_TIMER_MSG_ILLEGAL,
+                                    reason=f"{name} {props[name]!r} is not a Java long")
+        if deliver <= now:
+            if flags.PROPERTY_TIMER_DEL_UNIQKEY in props:
+                return PutMessageResult(PutMessageStatus.WHEEL_TIMER_MSG_ILLEGAL,
+                                        reason=f"a timer delete marker due at {deliver}, not after now ({now})")
+            return msg, None
+        max_ms = self.config.timer_max_delay_sec * 1000
+        if deliver - now > max_ms:
+            return PutMessageResult(PutMessageStatus.WHEEL_TIMER_MSG_ILLEGAL,
+                                    reason=f"due {deliver - now} ms from now, more than timer_max_delay_sec "
+                                           f"({self.config.timer_max_delay_sec} s)")
+        precision = self.config.timer_precision_ms
+        deliver = deliver - precision if deliver % precision == 0 else deliver // precision * precision
+        reject = self.timer_reject
+        if reject is not None and reject(deliver):
+            return PutMessageResult(PutMessageStatus.WHEEL_TIMER_FLOW_CONTROL,
+                                    reason=f"the timer wheel's slot for {deliver} holds more than "
+                                           f"timer_congest_num_each_slot messages")
+        return msg, deliver
 
     def _put_multi_dispatch(self, msg: Message, now: int, uniq: str | None) -> PutMessageResult:
         """A message naming multi-dispatch queues (``enable_multi_dispatch``): under the put lock

@@ -30,7 +30,13 @@ from rmqlab import faults
 from rmqlab.clock import Clock, SystemClock
 from rmqlab.codec.batch import MessageBatch
 from rmqlab.codec.consume_queue_unit import MAX_ADDR
-from rmqlab.codec.flags import BLANK_MAGIC_CODE, BORNHOST_V6_FLAG, PROPERTY_INNER_MULTI_DISPATCH, SCHEDULE_TOPIC
+from rmqlab.codec.flags import (
+    BLANK_MAGIC_CODE,
+    BORNHOST_V6_FLAG,
+    PROPERTY_INNER_MULTI_DISPATCH,
+    SCHEDULE_TOPIC,
+    TIMER_TOPIC,
+)
 from rmqlab.codec.message import PHYSICAL_OFFSET_POSITION, MessageRecord, decode_message, store_timestamp_position
 from rmqlab.codec.names import CONSUME_QUEUE_EXT_DIR, is_lmq_topic, is_system_topic
 from rmqlab.codec.scan import header_hop
@@ -84,6 +90,7 @@ from rmqlab.store.schedule import ScheduleMessageService
 from rmqlab.store.services import Service, ServiceRunner, StepRunner, ThreadedRunner
 from rmqlab.store.store_checkpoint import StoreCheckpoint
 from rmqlab.store.store_stats import StoreStats, StoreStatsService
+from rmqlab.store.timer_store import TimerMessageStore
 from rmqlab.store.topic_config import TopicConfig, TopicConfigManager
 
 log = logging.getLogger(__name__)
@@ -327,6 +334,16 @@ class MessageStore:
             look=self.look_message_by_offset, pickup=self.commit_log.pickup_store_timestamp,
             deliver=self._deliver_timeup,
         )  # fmt: skip
+        # 5.x: the broker's TimerMessageStore (timerWheelEnable), built with the store here
+        self.timer: TimerMessageStore | None = None
+        if not c.is_v4 and c.timer_wheel_enable:
+            self.timer = TimerMessageStore(
+                c, self.clock, self.bus, self.root,
+                find_queue=lambda: self.consume_queue_store.find_consume_queue(TIMER_TOPIC, 0, create=False),
+                look=self.look_message_by_offset, deliver=self._deliver_timer,
+                min_phy_offset=self.commit_log.get_min_offset,
+            )  # fmt: skip
+            self.commit_log.timer_reject = self.timer.is_reject
         self.memory_store: MemoryMessageStore | None = None
         if c.memory_topic_enable:
             self.memory_store = MemoryMessageStore(self.commit_log, c, clock=self.clock, bus=self.bus)
@@ -365,6 +382,8 @@ class MessageStore:
         out: list[Service] = [] if self.prefault is None else [self.prefault]
         if self.schedule.started:  # before reput: a step that delivers also dispatches what it put
             out.append(self.schedule)
+        if self.timer is not None and self.timer.started:  # (the same)
+            out.append(self.timer)
         out.append(self.reput)
         if self.commit_service is not None:
             out.append(self.commit_service)
@@ -402,6 +421,9 @@ class MessageStore:
         if not self.schedule.load():
             self.load_error = self.schedule.load_error
             return False
+        if self.timer is not None and not self.timer.load():  # the broker loads it after the store
+            self.load_error = self.timer.load_error
+            return False
         self.loaded = True
         return True
 
@@ -428,6 +450,8 @@ class MessageStore:
         self._recover_topic_queue_table()
         if self.config.broker_role != "SLAVE":  # handleScheduleMessageService: masters deliver
             self.schedule.start()
+            if self.timer is not None:
+                self.timer.start()
         if self.threaded:
             self.allocate_service.start()
         self.runner.start(self.services())
@@ -534,6 +558,9 @@ class MessageStore:
         if self.started:
             steps.append(("runner", self.runner.shutdown))
             steps.append(("schedule", self.schedule.shutdown))  # persists config/delayOffset.json
+        if self.timer is not None:
+            steps.append(("timer", self.timer.shutdown))  # writes config/timercheck, flushes timerlog/
+        if self.started:
             if self.commit_service is not None:
                 steps.append(("commit", self.commit_service.shutdown))
             steps.append(("reput", self._drain_reput))
@@ -580,6 +607,8 @@ class MessageStore:
         self.commit_log.not_writeable_reason = "store was abandoned (simulated crash)"
         try:
             self._stop_threads()
+            if self.timer is not None:
+                self.timer.abandon()
         finally:
             self._closed = True
             self._release()
@@ -593,6 +622,8 @@ class MessageStore:
         can be opened again in this process. What recovery already did stays (it is redone)."""
         try:
             self._stop_threads()
+            if self.timer is not None:
+                self.timer.abandon()
         finally:
             self._release()
 
@@ -849,6 +880,24 @@ class MessageStore:
         the flush and does not wait for it (``submitFlushRequest``)."""
         started = _perf_ns()
         result = self.commit_log.put_timeup(rec)
+        if result.status is _PUT_OK:
+            if self._asleep:
+                self._wake_naps()
+            if self.group_commit is not None:
+                self.runner.wakeup("group_commit")
+            elif self.commit_service is not None and self.config.wake_commit_when_put_message:
+                self.runner.wakeup("commit_commit_log")
+            self.stats.record_put(True, result.wrote_bytes, 1, started)
+        else:
+            self.stats.record_put(False, 0, 1, started)
+        return result
+
+    def _deliver_timer(self, rec: MessageRecord, topic: str, queue_id: int, props: dict[str, str]
+                       ) -> PutMessageResult:
+        """Put a timer message back (``CommitLog.put_rebuilt``) for the timer wheel, then what a
+        put does after the append (as :meth:`_deliver_timeup`; WAIT is false)."""
+        started = _perf_ns()
+        result = self.commit_log.put_rebuilt(rec, topic, queue_id, props)
         if result.status is _PUT_OK:
             if self._asleep:
                 self._wake_naps()

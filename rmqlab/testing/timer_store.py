@@ -1,15 +1,22 @@
-"""A 5.3.3 store with timer messages, as a broker's ``TimerMessageStore`` leaves it (for tests,
-the README's ``rmqlab timers`` example and notebooks: ``python -m rmqlab.testing.timer_store DIR``).
+"""A 5.3.3 store with timer messages in a state a broker's ``TimerMessageStore`` can leave, written
+by hand (for tests, the README's ``rmqlab timers`` example and notebooks:
+``python -m rmqlab.testing.timer_store DIR``).
 
-rmqlab's engine does not run the timer wheel yet, so the ``rmq_sys_wheel_timer`` records are
-put through ``MessageStore`` with the properties ``HookUtils.transformTimerMessage`` sets
-(``TIMER_OUT_MS`` rounded to the tick, ``REAL_TOPIC``, ``REAL_QID``), and the timer files are
-written with rmqlab's codecs following ``TimerMessageStore.doEnqueue`` / ``TimerLog.append`` /
-``TimerWheel.putSlot`` step by step: the unit's ``prevPos`` is the slot's ``lastPos`` (-1 for a
-slot not yet written for that tick), the slot keeps its first unit and moves its last one, ``num``
-counts +1 per unit and -1 per DELETE unit, a unit that does not fit with 16 bytes to spare ends
-the file with the blank, a due time beyond the roll window parks the unit as ROLL. The wheel is
-created sparse (truncate), never written whole.
+rmqlab's engine runs the timer wheel itself (``rmqlab.store.timer_store``); this writer exists to
+pin a scenario the engine would not stop in on its own -- a unit whose record does not exist, a
+message behind the read time, a queue unit not enqueued yet, a delete marker in the
+``REAL_TOPIC+UNIQ_KEY`` form of newer brokers -- for the read-only side. The
+``rmq_sys_wheel_timer`` records are put through a ``MessageStore`` opened with
+``timer_wheel_enable=False`` (so its engine files nothing) with the properties
+``HookUtils.transformTimerMessage`` sets (``TIMER_OUT_MS`` rounded to the tick, ``REAL_TOPIC``,
+``REAL_QID``), and the timer files are written with rmqlab's codecs following
+``TimerMessageStore.doEnqueue`` / ``TimerLog.append`` / ``TimerWheel.putSlot`` step by step: the
+unit's ``prevPos`` is the slot's ``lastPos`` (-1 for a slot not yet written for that tick), the
+slot keeps its first unit and moves its last one, ``num`` counts +1 per unit and -1 per DELETE
+unit, a unit that does not fit with 16 bytes to spare ends the file with the blank, a due time
+beyond the roll window parks the unit as ROLL. The wheel is created sparse (truncate), never
+written whole. Opening the result with a 5.3.3 ``MessageStore`` (timerlog files of 200 bytes:
+``mapped_file_size_timer_log=200``) hands the pending messages back when due.
 """
 
 from __future__ import annotations
@@ -133,7 +140,7 @@ def write_timer_store(root: Path) -> TimerStore:
     behind the checkpoint's read time (delivered); ``late`` (Orders/0) is in the queue after the
     checkpoint's queue offset (not enqueued yet). Timerlog files of 200 bytes: 3 units + blank each.
     """
-    config = replace(MessageStoreConfig.small(str(root)), rocketmq_version="5.3.3")
+    config = replace(MessageStoreConfig.small(str(root)), rocketmq_version="5.3.3", timer_wheel_enable=False)
     clock = ManualClock(T0)
     plan = [  # name, real topic, real queue, deliver ms, extra properties
         ("m0", "Orders", 1, T0 + 10_000, {}),

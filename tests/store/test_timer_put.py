@@ -1,10 +1,10 @@
 """Timer properties on the put side (5.x ``HookUtils.handleScheduleMessage``).
 
 A 5.3.3 broker keeps a timer message (``TIMER_DELIVER_MS``, ``TIMER_DELAY_SEC`` or
-``TIMER_DELAY_MS``) in ``rmq_sys_wheel_timer`` until it is due. rmqlab has no timer wheel yet, so
-it answers as a broker with ``timerWheelEnable=false``: WHEEL_TIMER_NOT_ENABLE, nothing written.
-A delay level wins over timer properties, which the broker then drops. 4.9.8 has no timer
-messages: the properties are stored as sent."""
+``TIMER_DELAY_MS``) in ``rmq_sys_wheel_timer`` queue 0 until it is due, with ``TIMER_OUT_MS``
+(rounded to the tick), ``REAL_TOPIC`` and ``REAL_QID``; with ``timer_wheel_enable`` off it answers
+WHEEL_TIMER_NOT_ENABLE, nothing written. A delay level wins over timer properties, which the
+broker then drops. 4.9.8 has no timer messages: the properties are stored as sent."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 
 from rmqlab.clock import ManualClock
 from rmqlab.codec import flags
+from rmqlab.codec.properties import encode_timer_broker_properties_and_map
 from rmqlab.config import MessageStoreConfig
 from rmqlab.errors import ConfigError
 from rmqlab.store.message import Message
@@ -28,19 +29,21 @@ TIMER_PROPS = [
 ]
 
 
-def _store(tmp_path: Path, version: str, name: str = "store") -> MessageStore:
-    config = MessageStoreConfig.small(str(tmp_path / name), rocketmq_version=version)
+def _store(tmp_path: Path, version: str, name: str = "store", **changes: object) -> MessageStore:
+    config = MessageStoreConfig.small(str(tmp_path / name), rocketmq_version=version, **changes)
     return MessageStore.open(config.store_path_root_dir, config, clock=ManualClock(NOW), threaded=False)
 
 
 @pytest.mark.parametrize("props", TIMER_PROPS, ids=lambda p: next(iter(p)))
-def test_5_3_3_refuses_a_timer_message_and_writes_nothing(tmp_path: Path, props: dict[str, str]) -> None:
-    store = _store(tmp_path, "5.3.3")
+def test_5_3_3_without_the_wheel_refuses_a_timer_message_and_writes_nothing(
+    tmp_path: Path, props: dict[str, str]
+) -> None:
+    store = _store(tmp_path, "5.3.3", timer_wheel_enable=False)
     try:
         r = store.put_message(Message("Orders", b"at noon", tags="TagA", properties=dict(props)))
         assert r.status is PutMessageStatus.WHEEL_TIMER_NOT_ENABLE
         assert next(iter(props)) in r.reason
-        assert "timer wheel" in r.reason
+        assert "timer_wheel_enable" in r.reason
         assert store.get_max_phy_offset() == 0
         assert store.get_max_offset_in_queue("Orders", 0) == 0
         # the next ordinary message is the first record
@@ -108,7 +111,91 @@ def test_5_3_3_stores_as_sent_what_the_broker_does_not_take_for_a_timer_message(
         store.shutdown()
 
 
-def test_timer_wheel_enable_is_refused_with_a_reason() -> None:
-    with pytest.raises(ConfigError, match="timer wheel"):
-        MessageStoreConfig(timer_wheel_enable=True)
-    assert MessageStoreConfig().timer_wheel_enable is False
+def test_timer_wheel_enable_is_on_by_default_as_in_rocketmq() -> None:
+    c = MessageStoreConfig()
+    assert c.timer_wheel_enable is True
+    assert (c.timer_precision_ms, c.mapped_file_size_timer_log, c.timer_roll_window_slot) == (1000, 100 << 20, 172800)
+    assert (c.timer_max_delay_sec, c.timer_flush_interval_ms) == (259200, 1000)
+    assert c.timer_congest_num_each_slot == 2**31 - 1
+    with pytest.raises(ConfigError, match="timer_precision_ms"):
+        MessageStoreConfig(timer_precision_ms=0)
+
+
+@pytest.mark.parametrize(
+    ("props", "out"),
+    [
+        ({"TIMER_DELIVER_MS": str(NOW + 60_000)}, NOW + 59_000),  # on a tick: one tick earlier
+        ({"TIMER_DELIVER_MS": str(NOW + 60_500)}, NOW + 60_000),  # else down to the tick
+        ({"TIMER_DELAY_SEC": "30"}, NOW + 29_000),
+        ({"TIMER_DELAY_MS": "1500"}, NOW + 1_000),
+        ({"TIMER_DELAY_SEC": "+2", "TIMER_DELAY_MS": "99999", "TIMER_DELIVER_MS": "1"}, NOW + 1_000),  # SEC first
+        ({"TIMER_DELAY_MS": "2500", "TIMER_DELIVER_MS": "1"}, NOW + 2_000),  # then MS
+    ],
+)
+def test_5_3_3_moves_a_timer_message_to_the_wheel_topic(tmp_path: Path, props: dict[str, str], out: int) -> None:
+    """``transformTimerMessage``: rmq_sys_wheel_timer queue 0, TIMER_OUT_MS, REAL_TOPIC/REAL_QID put
+    into the broker's map and the map serialised again (the client's timer properties stay)."""
+    store = _store(tmp_path, "5.3.3")
+    try:
+        r = store.put_message(Message("Orders", b"later", tags="TagA", queue_id=3, uniq_key="U1",
+                                      properties=dict(props)))
+        assert r.status is PutMessageStatus.PUT_OK, r.reason
+        rec = store.look_message_by_offset(r.wrote_offset)
+        assert (rec.topic, rec.queue_id) == (flags.TIMER_TOPIC, 0)
+        p = rec.properties
+        assert (p["TIMER_OUT_MS"], p["REAL_TOPIC"], p["REAL_QID"]) == (str(out), "Orders", "3")
+        assert all(p[k] == v for k, v in props.items())
+        client = {"TAGS": "TagA", "WAIT": "true", **props, "UNIQ_KEY": "U1"}
+        expected, _ = encode_timer_broker_properties_and_map(client, "5.3.3", "DefaultCluster", real_topic="Orders",
+                                                             real_queue_id=3, timer_out_ms=out)
+        assert bytes(rec.properties_raw) == expected
+        assert store.get_max_offset_in_queue("Orders", 3) == 0
+    finally:
+        store.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("props", "why"),
+    [
+        ({"TIMER_DELAY_SEC": "soon"}, "not a Java long"),
+        ({"TIMER_DELIVER_MS": " 1"}, "not a Java long"),
+        ({"TIMER_DELAY_MS": str(2**63)}, "not a Java long"),
+        ({"TIMER_DELAY_SEC": str(3 * 86400 + 1)}, "timer_max_delay_sec"),
+        ({"TIMER_DELIVER_MS": str(NOW - 1), "TIMER_DEL_UNIQKEY": "U0"}, "delete marker"),
+    ],
+)
+def test_5_3_3_refuses_an_illegal_timer_message(tmp_path: Path, props: dict[str, str], why: str) -> None:
+    store = _store(tmp_path, "5.3.3")
+    try:
+        r = store.put_message(Message("Orders", b"x", properties=dict(props)))
+        assert r.status is PutMessageStatus.WHEEL_TIMER_MSG_ILLEGAL
+        assert why in r.reason
+        assert store.get_max_phy_offset() == 0
+    finally:
+        store.shutdown()
+
+
+def test_5_3_3_exactly_the_max_delay_is_taken(tmp_path: Path) -> None:
+    store = _store(tmp_path, "5.3.3", timer_max_delay_sec=60)
+    try:
+        ok = store.put_message(Message("Orders", b"x", properties={"TIMER_DELAY_SEC": "60"}))
+        assert ok.status is PutMessageStatus.PUT_OK
+        far = store.put_message(Message("Orders", b"x", properties={"TIMER_DELAY_MS": "60001"}))
+        assert far.status is PutMessageStatus.WHEEL_TIMER_MSG_ILLEGAL
+    finally:
+        store.shutdown()
+
+
+@pytest.mark.parametrize("props", [{"TIMER_DELIVER_MS": str(NOW)}, {"TIMER_DELAY_SEC": "0"},
+                                   {"TIMER_DELAY_MS": "-5"}])
+def test_5_3_3_a_timer_message_already_due_is_stored_in_its_topic(tmp_path: Path, props: dict[str, str]) -> None:
+    store = _store(tmp_path, "5.3.3")
+    try:
+        r = store.put_message(Message("Orders", b"now", properties=dict(props)))
+        assert r.status is PutMessageStatus.PUT_OK
+        rec = store.look_message_by_offset(r.wrote_offset)
+        assert rec.topic == "Orders"
+        assert "TIMER_OUT_MS" not in rec.properties
+        assert "REAL_TOPIC" not in rec.properties
+    finally:
+        store.shutdown()

@@ -30,6 +30,8 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from rmqlab.codec.consume_queue_unit import MAX_ADDR, decorate, is_ext_addr, undecorate
 from rmqlab.errors import CorruptRecord, TruncatedRecord
 
@@ -46,6 +48,7 @@ __all__ = [
     "encode",
     "encode_into",
     "fits",
+    "gather_units",
     "is_ext_addr",
     "undecorate",
     "unit_size_at",
@@ -59,6 +62,7 @@ END_MARKER = struct.pack(">h", -1)  # fullFillToEnd: short -1 where the next uni
 MAX_REAL_OFFSET = MAX_ADDR - (-(2**63))  # the largest ext offset an address can encode
 
 _HEAD = struct.Struct(">hqqh")  # size, tagsCode, msgStoreTime, bitMapSize
+_HEAD_DTYPE = np.dtype([("size", ">i2"), ("tags_code", ">i8"), ("msg_store_time", ">i8"), ("bit_map_size", ">i2")])
 _SIZE = struct.Struct(">h")
 assert _HEAD.size == MIN_EXT_UNIT_SIZE
 
@@ -153,3 +157,23 @@ def units_end(buf: Any, start: int = 0) -> int:
         if pos + size > n:
             raise CorruptRecord(None, pos, "size_out_of_range", f"ext unit size {size} runs past the file end {n}")
         pos += size
+
+
+def gather_units(buf: Any, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The unit heads at ``positions`` of ``buf`` at once (inspection of millions of units):
+    ``(found, tags_code, msg_store_time)``; ``found`` is False where :func:`decode_at` finds no
+    unit (a size field < 1) or fewer than the 20 head bytes are left (values 0 there)."""
+    pos = np.asarray(positions, dtype=np.int64)
+    data = np.frombuffer(buf, dtype=np.uint8)
+    ok = (pos >= 0) & (pos + MIN_EXT_UNIT_SIZE <= len(data))
+    found = np.zeros(len(pos), dtype=bool)
+    tags = np.zeros(len(pos), dtype=np.int64)
+    times = np.zeros(len(pos), dtype=np.int64)
+    if ok.any():
+        rows = data[pos[ok][:, None] + np.arange(MIN_EXT_UNIT_SIZE)]  # (k, 20) bytes, a copy
+        head = np.ascontiguousarray(rows).view(_HEAD_DTYPE).reshape(-1)
+        hit = head["size"] >= 1
+        found[ok] = hit
+        tags[ok] = np.where(hit, head["tags_code"], 0)
+        times[ok] = np.where(hit, head["msg_store_time"], 0)
+    return found, tags, times

@@ -412,3 +412,30 @@ def test_decode_of_a_written_unit_matches_the_codec(tmp_path: Path) -> None:
         assert decode_at(raw, 0) == CqExtUnit(java_hash("TagB"), T0)
     finally:
         store.shutdown()
+
+
+@pytest.mark.parametrize("version", ["4.9.8", "5.3.3"])
+def test_a_4_9_8_recovery_hash_in_an_ext_unit_still_waits_for_its_due_time(tmp_path: Path, version: str) -> None:
+    """4.9.8's abnormal recovery dispatches schedule records before the delay levels are parsed:
+    the ext unit's tags code is then the tag hash (0 here), as the plain unit's would be; rmqlab
+    takes the due time from the record there too (RocketMQ 4.9.8 delivers at once)."""
+    clock = ManualClock(T0)
+    root = tmp_path / "s"
+    store = _open(root, clock, rocketmq_version=version)
+    store.put_message(Message("T", b"in two hours", delay_time_level=18))
+    simulate_process_kill(store)  # before dispatch: recovery writes the unit
+    store = _open(root, clock, rocketmq_version=version)
+    try:
+        cq = store.consume_queue_store.find_consume_queue("SCHEDULE_TOPIC_XXXX", 17)
+        assert cq.get_ext(cq.get_unit(0)[2]).tags_code == (0 if version == "4.9.8" else T0 + 7_200_000)
+        for _ in range(3):
+            clock.advance(1_100)
+            store.step()
+        assert store.get_message("g", "T", 0, 0, 32).status is not GetMessageStatus.FOUND
+        assert store.schedule.status()[17].recomputed == (1 if version == "4.9.8" else 0)
+        clock.set(T0 + 7_200_000 + 100)
+        store.step()
+        with store.get_message("g", "T", 0, 0, 32) as r:
+            assert [m.body for m in r.messages] == [b"in two hours"]
+    finally:
+        store.shutdown()

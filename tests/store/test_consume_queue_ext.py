@@ -439,3 +439,59 @@ def test_a_4_9_8_recovery_hash_in_an_ext_unit_still_waits_for_its_due_time(tmp_p
             assert [m.body for m in r.messages] == [b"in two hours"]
     finally:
         store.shutdown()
+
+
+def test_clean_services_delete_ext_files_with_their_cq_files(tmp_path: Path) -> None:
+    """The whole path: expired CommitLog files go (CleanCommitLogService), then the CQ files
+    whose units all point below the new min offset (CleanConsumeQueueService), and with them
+    (``correct_min_offset``) the ext files wholly before the new first unit's ext unit."""
+    clock = ManualClock(T0)
+    root = tmp_path / "s"
+    config = _config(root, mapped_file_size_consume_queue=32 * 20)
+    store = MessageStore.open(root, config, clock=clock, threaded=False, disk_probe=lambda _path: 0.5)
+    try:
+        _write(store, clock, 3000)
+        cl_files = store.commit_log.mapped_file_queue.mapped_files
+        assert len(cl_files) > 6
+        old_ns = (clock.now_ms() - 100 * 3600 * 1000) * 1_000_000
+        for mf in cl_files[:4]:
+            os.utime(mf.file_name, ns=(old_ns, old_ns))
+        ext_before = {(t, q): len(cq.consume_queue_ext.mapped_file_queue.mapped_files)
+                      for t, q, cq in store.consume_queue_store.all_queues()}
+        store.execute_delete_files_manually()
+        for _ in range(5):
+            clock.advance(1_000)
+            store.step()
+        min_phy = store.get_min_phy_offset()
+        assert min_phy == cl_files[3].file_from_offset + config.mapped_file_size_commit_log
+        shrunk = 0
+        for topic, qid, cq in store.consume_queue_store.all_queues():
+            ext = cq.consume_queue_ext
+            lo = cq.get_min_offset_in_queue()
+            assert cq.get_unit(lo)[0] >= min_phy
+            first = undecorate(cq.get_unit(lo)[2])
+            # no ext file that ends before the first unit's ext unit is left ...
+            assert ext.mapped_file_queue.mapped_files[0].file_from_offset + EXT_FILE >= first
+            shrunk += len(ext.mapped_file_queue.mapped_files) < ext_before[topic, qid]
+            # ... and every unit consumers can still read resolves
+            for q in range(lo, cq.get_max_offset_in_queue()):
+                assert cq.get_ext(cq.get_unit(q)[2]) is not None
+        assert shrunk
+    finally:
+        store.shutdown()
+
+
+def test_threaded_store_with_ext(tmp_path: Path) -> None:
+    """The real background services (reput, CQ flush with its ext runs, cleanup) with ext on."""
+    root = tmp_path / "s"
+    config = _config(root, flush_interval_consume_queue=10)
+    with MessageStore.open(root, config, threaded=True) as store:
+        for i in range(1500):
+            assert store.put_message(Message("Orders", b"t%d" % i, tags=TAGS[i % 5], queue_id=i % 3)).ok
+        assert store.wait_dispatched()
+        assert _check_units(store) == 1500
+        pulls = _pulls(store)
+    with MessageStore.open(root, config, threaded=True) as store:
+        assert store.recovery_plan.mode == "normal"
+        assert _check_units(store) == 1500
+        assert _pulls(store) == pulls

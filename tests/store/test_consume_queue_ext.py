@@ -11,9 +11,12 @@ import logging
 import os
 import random
 import struct
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from rmqlab.clock import ManualClock
 from rmqlab.codec.consume_queue_ext_unit import END_MARKER, CqExtUnit, decode_at, decorate, is_ext_addr, undecorate
@@ -495,3 +498,74 @@ def test_threaded_store_with_ext(tmp_path: Path) -> None:
         assert store.recovery_plan.mode == "normal"
         assert _check_units(store) == 1500
         assert _pulls(store) == pulls
+
+
+# --- against a model ------------------------------------------------------------------------------
+
+_OPS = st.lists(st.one_of(
+    st.tuples(st.just("put"), st.just(0)),
+    st.tuples(st.just("reopen"), st.just(0)),  # flush, shut down, load, recover, cut at the last address
+    st.tuples(st.just("truncate"), st.integers(0, 10_000)),  # truncate_by_max_address(some unit's address)
+), max_size=60)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_OPS, st.sampled_from([100, 128, 333]), st.sampled_from([0, 1, 8, 40, 90]))
+def test_ext_run_against_a_model(ops: list[tuple[str, int]], file_size: int, bitmap: int) -> None:
+    """Addresses follow the fit rule (a unit goes where it fits before the 4 bytes kept, else at
+    byte 0 of the next file), every unit reads back until cut, and a reopen -- recover, then the
+    cut at the last address a CQ would hold -- keeps exactly the units up to there.
+
+    One unit size per run (``bitmap`` bytes of bitmap; a broker's ``bitMapLengthConsumeQueueExt``
+    is one size): with sizes mixed, a reopen after a cut can walk into stale bytes (below)."""
+    with tempfile.TemporaryDirectory() as d:
+        ext = _ext(Path(d), file_size)
+        model: list[tuple[int, CqExtUnit]] = []
+        cur, end = 0, 0  # the model's current file and where its units end
+        for n, (op, arg) in enumerate(ops):
+            if op == "put":
+                unit = CqExtUnit(n, T0 + n, bytes([n % 256]) * bitmap if bitmap else None)
+                if unit.size > file_size - 4:
+                    assert ext.put(unit) == PUT_FAILED
+                    continue
+                if unit.size > file_size - end - 4:
+                    cur, end = cur + file_size, 0
+                address = ext.put(unit)
+                assert undecorate(address) == cur + end
+                end += unit.size
+                model.append((address, unit))
+            elif op == "truncate" and model:
+                address, unit = model[arg % len(model)]
+                ext.truncate_by_max_address(address)
+                model = [(a, u) for a, u in model if a <= address]
+                cur, end = undecorate(address) - undecorate(address) % file_size, 0
+                end = undecorate(address) % file_size + unit.size
+            elif op == "reopen":
+                ext.flush(0)
+                ext.shutdown()
+                ext = _ext(Path(d), file_size)
+                assert ext.load()
+                ext.recover()
+                ext.truncate_by_max_address(model[-1][0] if model else 1)
+            for address, unit in model:
+                assert ext.get(address) == unit
+        ext.shutdown()
+
+
+def test_mixed_unit_sizes_after_a_cut_stop_recovery_as_in_rocketmq(tmp_path: Path) -> None:
+    """A cut does not zero what follows (truncateDirtyFiles only moves positions); a unit of
+    another size written over the stale units then leaves the walk of the next recovery inside
+    one of them. RocketMQ's ``readBySkip`` takes the bytes there for a size and throws once it
+    leads past the file: its broker does not start. rmqlab raises CorruptRecord at that byte."""
+    ext = _ext(tmp_path, 100)
+    a = [ext.put(CqExtUnit(i, i)) for i in range(3)]  # 20-byte units at 0, 20, 40
+    ext.truncate_by_max_address(a[0])  # the run ends at 20; bytes 20..60 still hold units 1, 2
+    assert undecorate(ext.put(CqExtUnit(7, 7, b"x"))) == 20  # 21 bytes: 20..41
+    ext.flush(0)
+    ext.shutdown()
+    again = _ext(tmp_path, 100)
+    assert again.load()
+    with pytest.raises(CorruptRecord) as exc:
+        again.recover()
+    assert exc.value.offset == 41  # inside stale unit 2: bytes 0x14 0x00 read as size 5120
+    assert "5120" in str(exc.value)

@@ -14,6 +14,7 @@ import struct
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -569,3 +570,15 @@ def test_mixed_unit_sizes_after_a_cut_stop_recovery_as_in_rocketmq(tmp_path: Pat
         again.recover()
     assert exc.value.offset == 41  # inside stale unit 2: bytes 0x14 0x00 read as size 5120
     assert "5120" in str(exc.value)
+
+
+def test_bulk_unit_puts_are_refused_with_an_ext_run(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    store = _open(tmp_path / "s", clock)
+    try:
+        cq = store.consume_queue_store.find_consume_queue("Orders", 0)
+        one = np.array([0], dtype=np.int64)
+        with pytest.raises(ConfigError, match="put_units"):
+            cq.put_units(one, one + 100, one, one)
+    finally:
+        store.shutdown()

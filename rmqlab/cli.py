@@ -346,8 +346,11 @@ def cq(store: Path, hash_slot_num: int | None, index_num: int | None, topic: str
        start: int | None, limit: int | None, as_json: bool, json_lines: bool) -> None:
     """The ConsumeQueue units of one queue (valid units; pre-blank units left out).
 
-    JSON: a list of {queue_offset, commit_log_offset, size, tags_code, file, position}, written as
-    read; the table shows the first 1,000 units unless --limit is given.
+    JSON: a list of {queue_offset, commit_log_offset, size, tags_code, file, position, ext_address},
+    written as read, except that a unit holding a ConsumeQueueExt address (enableConsumeQueueExt)
+    shows it as ext_address (else null) and the real tags code from its ext unit as tags_code (the
+    address again when it resolves to nothing); the table shows the first 1,000 units unless
+    --limit is given.
 
     Example: rmqlab cq data/clean-small TopicA 0 --from 10 --limit 5
     """

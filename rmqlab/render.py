@@ -17,6 +17,11 @@ __all__ = [
 console = Console(highlight=False)
 
 
+def _missing(v: Any) -> bool:
+    """None, NaN, or pandas' NA (a nullable column's gap, whose ``!=`` has no truth value)."""
+    return v is None or type(v).__name__ == "NAType" or (isinstance(v, float) and v != v)
+
+
 def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]], caption: str | None = None) -> None:
     """A rich table that keeps offsets, ids and file names on one line when the terminal allows.
 
@@ -25,7 +30,7 @@ def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]], cap
     (tokens) get their full width when all of them fit beside the other columns at their
     narrowest; only then do headers and prose fold. Wider than that, everything folds as before.
     """
-    cells = [["" if v is None or v != v else str(v) for v in row] for row in rows]  # v != v: NaN
+    cells = [["" if _missing(v) else str(v) for v in row] for row in rows]
     widths = _token_widths(list(columns), cells, console.width)
     t = Table(title=title, title_justify="left", header_style="bold", caption=caption, caption_justify="left")
     for c, w in zip(columns, widths, strict=True):

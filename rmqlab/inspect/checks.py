@@ -14,6 +14,10 @@ valid units and each index file's item columns as numpy arrays, zero-copy where 
   size and tags code, or is a multi-dispatch (LMQ) unit: the record names the unit's queue and
   queue offset in ``INNER_MULTI_DISPATCH``/``INNER_MULTI_QUEUE_OFFSET`` (``cq_unit_no_record``,
   ``cq_unit_mismatch``; units past the end of the readable log, ``cq_units_past_log_end``);
+* ConsumeQueueExt — a unit whose tags code is an ext address is checked with the tags code of
+  the ext unit it resolves to (``consumequeue_ext/``, sizes and gaps checked like CQ files);
+  an address that resolves to no unit is ``cq_ext_unit_missing`` (a warning: RocketMQ then
+  passes a null tags code, which every tag filter matches);
 * log -> CQ — every record (except PREPARED/ROLLBACK transaction records) has its unit:
   ``not_in_consume_queue`` (warning: dispatch lag, re-dispatched by recovery) or
   ``consume_queue_points_elsewhere`` (error);
@@ -90,6 +94,18 @@ class _Queue:
         self.off = units["commit_log_offset"].astype(np.int64)
         self.size = units["size"].astype(np.int64)
         self.tags = units["tags_code"].astype(np.int64)
+        # ext addresses: the ext unit's tags code where it resolves; ext_lost where it does not
+        self.ext_lost = np.zeros(len(self.tags), dtype=bool)
+        is_addr = self.tags <= MAX_ADDR
+        if is_addr.any():
+            sel = np.flatnonzero(is_addr)
+            ext = snap.consume_queue_exts.get(key)
+            if ext is not None:
+                found, real, _ = ext.resolve(self.tags[sel])
+                self.tags[sel[found]] = real[found]
+            else:
+                found = np.zeros(len(sel), dtype=bool)
+            self.ext_lost[sel[~found]] = True
         self.real = self.size != _PRE_BLANK_SIZE
         self.sorted = bool(np.all(np.diff(self.off[self.real]) >= 0)) if self.real.any() else True
         self.first_path = os.path.relpath(self.files[0].file_name, snap.path) if self.files else ""
@@ -170,6 +186,8 @@ def verify(snap: StoreSnapshot, *, check_crc: bool = False,
         for f in snap.index_files_opened():
             indexes.append(_Index(snap, f))
     yield from _index_chains(indexes)
+    for k, i in queue_ids.items():
+        yield from _ext_lost(queues[i], f"{k[0]}/{k[1]}", k in snap.consume_queue_exts)
     newest_ts = 0
     log_files = snap.commit_log_files
     from rmqlab.inspect.snapshot import scan_end
@@ -199,6 +217,10 @@ def _check_layout(snap: StoreSnapshot) -> Iterator[Finding]:
         qdir = os.path.join(snap.path, "consumequeue", topic, str(qid))
         yield from _check_files(f"consumequeue {topic}/{qid}", qdir, q.files, snap.consume_queue_file_size,
                                 snap.path, short_last_ok=False)
+    for (topic, qid), e in snap.consume_queue_exts.items():
+        qdir = os.path.join(snap.consume_queue_ext_dir, topic, str(qid))
+        yield from _check_files(f"consumequeue_ext {topic}/{qid}", qdir, e.files, e.file_size, snap.path,
+                                short_last_ok=False)
     if snap.index_error:
         yield Finding("warning", "index_layout_unknown", "index", 0, snap.index_error + "; index not checked")
         return
@@ -214,6 +236,21 @@ def _check_layout(snap: StoreSnapshot) -> Iterator[Finding]:
         if not 1 <= f.index_count <= f.index_num:
             yield Finding("error", "index_header_bad", rel, 36,
                           f"index_count {f.index_count} outside 1..{f.index_num}")
+
+
+def _ext_lost(q: _Queue, name: str, has_run: bool) -> Iterator[Finding]:
+    """``cq_ext_unit_missing`` for every real unit whose ext address resolves to no unit."""
+    lost = np.flatnonzero(q.ext_lost & q.real)
+    found: list[Finding] = []
+    for i in lost.tolist():
+        f, p = q.where(i)
+        where = "no unit there" if has_run else "the store has no consumequeue_ext run for this queue"
+        found.append(Finding("warning", "cq_ext_unit_missing", f, p,
+                             f"{name} queue offset {q.base + i}: tags code {int(q.tags[i])} is a ConsumeQueueExt "
+                             f"address (ext offset {int(q.tags[i]) & ((1 << 63) - 1)}), {where}: RocketMQ reads a "
+                             "null tags code, which every tag filter matches"))
+    if found:
+        yield from _capped(found, "cq_ext_unit_missing", found[0].file, found[0].offset, "units")
 
 
 def _check_files(what: str, directory: str, files: list[MappedFile], file_size: int, root: str,
@@ -414,7 +451,7 @@ def _cq_to_log(snap: StoreSnapshot, recs: _FileRecords, queues: dict[int, _Queue
                                f"{names[qid]} queue offset {q.base + int(i)}: unit points at {int(q.off[i])}, "
                                "where no record starts"))
         idx, jj = idx[hit], jj[hit]
-        tags_ok = (recs.tags[jj] == q.tags[idx]) | recs.sched[jj] | (q.tags[idx] <= MAX_ADDR)
+        tags_ok = (recs.tags[jj] == q.tags[idx]) | recs.sched[jj] | q.ext_lost[idx]
         checks = {
             "topic/queue": recs.qkey[jj] == qid,
             "queue offset": recs.qo[jj] == q.base + idx,

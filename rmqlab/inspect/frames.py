@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from rmqlab.codec.consume_queue_unit import CQ_STORE_UNIT_SIZE
+from rmqlab.codec.consume_queue_unit import CQ_STORE_UNIT_SIZE, MAX_ADDR
 from rmqlab.codec.flags import PROPERTY_KEYS, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
 from rmqlab.codec.index_layout import (
     HASH_SLOT_SIZE,
@@ -67,7 +67,7 @@ MESSAGE_COLUMNS = [
     "uniq_key", "msg_id", "flag", "sys_flag", "born_timestamp", "store_timestamp", "born_host", "store_host",
     "body_length", "body_crc", "crc_ok", "file",
 ]
-CQ_COLUMNS = ["queue_offset", "commit_log_offset", "size", "tags_code", "file", "position"]
+CQ_COLUMNS = ["queue_offset", "commit_log_offset", "size", "tags_code", "file", "position", "ext_address"]
 INDEX_FILE_COLUMNS = [
     "name", "path", "size", "begin_timestamp", "end_timestamp", "begin_phy_offset", "end_phy_offset",
     "hash_slot_count", "index_count", "items", "hash_slot_num", "index_num", "used_slots", "max_chain_length",
@@ -285,13 +285,17 @@ def _message_columns(c: Any, file: str) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------- consume queue
 def consume_queue_frame(snap: StoreSnapshot, topic: str, queue_id: int, start: int | None = None,
                         limit: int | None = None) -> pd.DataFrame:
-    """The queue's valid units (pre-blank units dropped), from queue offset ``start``."""
+    """The queue's valid units (pre-blank units dropped), from queue offset ``start``.
+
+    A unit written with ``enableConsumeQueueExt`` holds an ext address in its tags code field:
+    ``ext_address`` is that address (``<NA>`` for a plain tags code) and ``tags_code`` the real
+    tags code from its ext unit, or the address itself when it resolves to no unit."""
     q = snap.consume_queues.get((topic, queue_id))
     if q is None:
         from rmqlab.errors import ConfigError
 
         raise ConfigError(f"no consume queue {topic}/{queue_id} in {snap.path}")
-    cols: dict[str, list[np.ndarray]] = {c: [] for c in CQ_COLUMNS if c != "file"}
+    cols: dict[str, list[np.ndarray]] = {c: [] for c in CQ_COLUMNS if c not in ("file", "ext_address")}
     files: list[tuple[str, int]] = []  # (relative file, rows): the file column is built once at the end
     taken = 0
     for mf in q.files:
@@ -321,7 +325,23 @@ def consume_queue_frame(snap: StoreSnapshot, topic: str, queue_id: int, start: i
             break
     data: dict[str, Any] = {c: (np.concatenate(v) if v else np.empty(0, np.int64)) for c, v in cols.items()}
     data["file"] = _repeated_strings(files)
+    data["tags_code"], data["ext_address"] = _resolve_ext(snap, (topic, queue_id), data["tags_code"])
     return pd.DataFrame(data, columns=CQ_COLUMNS, copy=False)  # 10 M rows: no second copy of 6 columns
+
+
+def _resolve_ext(snap: StoreSnapshot, key: tuple[str, int], tags: np.ndarray) -> tuple[np.ndarray, Any]:
+    """(tags codes with every resolvable ext address replaced by its unit's tags code, the
+    addresses as a nullable column)."""
+    is_addr = tags <= MAX_ADDR
+    address = pd.array(np.where(is_addr, tags, 0), dtype="Int64")
+    address[~is_addr] = pd.NA
+    ext = snap.consume_queue_exts.get(key)
+    if ext is not None and is_addr.any():
+        sel = np.flatnonzero(is_addr)
+        found, real, _ = ext.resolve(tags[sel])
+        tags = tags.copy()
+        tags[sel[found]] = real[found]
+    return tags, address
 
 
 def _repeated_strings(runs: list[tuple[str, int]]) -> Any:

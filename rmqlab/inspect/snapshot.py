@@ -1,6 +1,7 @@
 """Read-only snapshots of any store dir: a broker's live dir, a copy, or a damaged copy.
 
-``open_snapshot(path)`` maps every CommitLog, ConsumeQueue and index file with ``ACCESS_READ``.
+``open_snapshot(path)`` maps every CommitLog, ConsumeQueue, ConsumeQueueExt and index file with
+``ACCESS_READ``.
 It never creates, truncates, deletes, locks or writes anything: no ``lock`` taken, no ``abort``
 or ``checkpoint`` written, no recovery run. Damage is reported (file and offset), never repaired.
 
@@ -20,6 +21,11 @@ Sizes are inferred from the files, since a store dir does not record its configu
 
 A CommitLog file shorter than the configured size (a trimmed sample, see ``data/README.md``) is
 accepted as the last file: its missing tail counts as unwritten space.
+
+``consumequeue_ext/`` (a store written with ``enableConsumeQueueExt``) is mapped whatever the
+configuration: its file size is inferred the same way (48 MiB by default). Ext addresses are
+resolved against the bytes of its files as they are (no recovery runs): a unit is there when its
+file exists, its 20-byte head fits, and its size field is >= 1.
 """
 
 from __future__ import annotations
@@ -35,7 +41,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rmqlab.codec.checkpoint import CHECKPOINT_DATA_SIZE, Checkpoint
-from rmqlab.codec.consume_queue_unit import CQ_STORE_UNIT_SIZE, CQ_UNIT_DTYPE, units_view, valid_prefix
+from rmqlab.codec.consume_queue_ext_unit import gather_units, undecorate
+from rmqlab.codec.consume_queue_unit import CQ_STORE_UNIT_SIZE, CQ_UNIT_DTYPE, MAX_ADDR, units_view, valid_prefix
 from rmqlab.codec.flags import BLANK_MAGIC_CODE
 from rmqlab.codec.index_layout import choose_index_layout, index_file_size
 from rmqlab.codec.message import BlankRecord, MessageRecord, decode_message
@@ -50,7 +57,7 @@ if TYPE_CHECKING:
 
     from rmqlab.store.index_file import IndexFile
 
-__all__ = ["Damage", "QueueFiles", "StoreSnapshot", "open_snapshot"]
+__all__ = ["Damage", "ExtQueueFiles", "QueueFiles", "StoreSnapshot", "open_snapshot"]
 
 _STORE_MARKERS = ("commitlog", "consumequeue", "index", "checkpoint")
 #: records per columnar scan chunk (bounds the memory of a walk over a 1 GiB file)
@@ -97,6 +104,34 @@ class QueueFiles:
             if len(part) * CQ_STORE_UNIT_SIZE < mf.file_size:
                 break
         return base, parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+@dataclass
+class ExtQueueFiles:
+    """One topic/queue's ConsumeQueueExt files, mapped read-only, oldest first."""
+
+    topic: str
+    queue_id: int
+    files: list[MappedFile]
+    file_size: int
+
+    def resolve(self, addresses: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(found, tags_code, msg_store_time)`` for each ext address (``<= MAX_ADDR``; any other
+        value is not found): the unit at ``undecorate(address)`` in the file holding it."""
+        addr = np.asarray(addresses, dtype=np.int64)
+        found = np.zeros(len(addr), dtype=bool)
+        tags = np.zeros(len(addr), dtype=np.int64)
+        times = np.zeros(len(addr), dtype=np.int64)
+        is_addr = addr <= MAX_ADDR
+        # undecorate in int64: for a negative address, address - Long.MIN_VALUE clears the sign bit
+        real = np.where(is_addr, addr & np.int64(undecorate(-1)), -1)
+        starts = real - real % self.file_size
+        for mf in self.files:
+            sel = np.flatnonzero(is_addr & (starts == mf.file_from_offset))
+            if sel.size:
+                f, t, s = gather_units(mf.buffer, real[sel] - mf.file_from_offset)
+                found[sel], tags[sel], times[sel] = f, t, s
+        return found, tags, times
 
 
 def _stores_below(path: str, entries: set[str], limit: int = 3) -> list[str]:
@@ -147,10 +182,12 @@ class StoreSnapshot:
             raise NotAStore(self.path, what + hint)
         self.commit_log_files: list[MappedFile] = []
         self.consume_queues: dict[tuple[str, int], QueueFiles] = {}
+        self.consume_queue_exts: dict[tuple[str, int], ExtQueueFiles] = {}
         self._index_files: list[IndexFile] | None = None
         try:
             self._map_commit_log(commit_log_file_size)
             self._map_consume_queues(consume_queue_file_size)
+            self._map_consume_queue_exts()
             self._find_index_files(hash_slot_num, index_num)
         except BaseException:
             self.close()
@@ -171,18 +208,7 @@ class StoreSnapshot:
 
     def _map_consume_queues(self, file_size: int | None) -> None:
         root = os.path.join(self.path, "consumequeue")
-        found: list[tuple[str, int, list[str], list[int]]] = []
-        if os.path.isdir(root):
-            for topic in sorted(os.listdir(root)):
-                tdir = os.path.join(root, topic)
-                if not os.path.isdir(tdir):
-                    continue
-                for qname in sorted(os.listdir(tdir), key=lambda s: (len(s), s)):
-                    qdir = os.path.join(tdir, qname)
-                    if not (qname.isdigit() and os.path.isdir(qdir)):
-                        continue
-                    names, sizes = _offset_files(qdir)
-                    found.append((topic, int(qname), names, sizes))
+        found = _queue_dirs(root)
         self.consume_queue_file_size = file_size or infer_file_size([(f[2], f[3]) for f in found], 300_000 * 20)
         for topic, qid, names, sizes in found:
             qdir = os.path.join(root, topic, str(qid))
@@ -191,6 +217,18 @@ class StoreSnapshot:
                 for n, s in zip(names, sizes, strict=True) if s
             ]
             self.consume_queues[(topic, qid)] = QueueFiles(topic, qid, files)
+
+    def _map_consume_queue_exts(self) -> None:
+        self.consume_queue_ext_dir = os.path.join(self.path, "consumequeue_ext")
+        found = _queue_dirs(self.consume_queue_ext_dir)
+        self.consume_queue_ext_file_size = infer_file_size([(f[2], f[3]) for f in found], 48 * 1024 * 1024)
+        for topic, qid, names, sizes in found:
+            qdir = os.path.join(self.consume_queue_ext_dir, topic, str(qid))
+            files = [
+                MappedFile(os.path.join(qdir, n), self.consume_queue_ext_file_size, read_only=True)
+                for n, s in zip(names, sizes, strict=True) if s
+            ]
+            self.consume_queue_exts[(topic, qid)] = ExtQueueFiles(topic, qid, files, self.consume_queue_ext_file_size)
 
     def _find_index_files(self, hash_slot_num: int | None, index_num: int | None) -> None:
         self.index_dir = os.path.join(self.path, "index")
@@ -459,6 +497,10 @@ class StoreSnapshot:
             for mf in q.files:
                 mf.close()
         self.consume_queues = {}
+        for e in self.consume_queue_exts.values():
+            for mf in e.files:
+                mf.close()
+        self.consume_queue_exts = {}
         for f in self._index_files or []:
             f.mapped_file.close()
         self._index_files = None
@@ -468,6 +510,23 @@ class StoreSnapshot:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _queue_dirs(root: str) -> list[tuple[str, int, list[str], list[int]]]:
+    """``(topic, queue id, file names, file sizes)`` of every ``<root>/<topic>/<digits>/`` dir."""
+    found: list[tuple[str, int, list[str], list[int]]] = []
+    if os.path.isdir(root):
+        for topic in sorted(os.listdir(root)):
+            tdir = os.path.join(root, topic)
+            if not os.path.isdir(tdir):
+                continue
+            for qname in sorted(os.listdir(tdir), key=lambda s: (len(s), s)):
+                qdir = os.path.join(tdir, qname)
+                if not (qname.isdigit() and os.path.isdir(qdir)):
+                    continue
+                names, sizes = _offset_files(qdir)
+                found.append((topic, int(qname), names, sizes))
+    return found
 
 
 def _offset_files(directory: str) -> tuple[list[str], list[int]]:

@@ -424,8 +424,14 @@ class ConsumeQueue:
         written with one slice copy per file. Anything else -- a first file that needs pre-blank
         units, a queue offset below or past the end, a full or missing file -- goes to the
         per-unit method from that unit on, so every rule and side effect stays the same.
+
+        Not for a queue with an ext run (it would store plain tags codes): dispatch writes those
+        record by record (``ReputMessageService.batching()`` is False with the flag on).
         """
         self._check_writable("append to")
+        if self.consume_queue_ext is not None:
+            raise ConfigError(f"{self.name}: put_units writes plain tags codes, not ConsumeQueueExt addresses; "
+                              "use put_message_position_info_wrapper per record")
         m = len(offsets)
         ends = np.asarray(offsets, dtype=np.int64) + np.asarray(sizes, dtype=np.int64)
         dup = int(np.searchsorted(ends, self.max_physic_offset, side="right"))

@@ -1142,6 +1142,7 @@ class MessageStore:
         count = skipped = 0  # messages found and units skipped (the next pull starts after both)
         total = 0  # result.buffer_total_size, kept local in the loop
         no_filter = message_filter is None
+        max_addr = _MAX_ADDR  # (a local: the filtered path compares every tags code with it)
         c = self.config
         # the limits of 4.9.8's isTheBatchFull, hoisted out of the loop (checked inline below)
         disk_bytes, disk_count = c.max_transfer_bytes_on_message_in_disk, c.max_transfer_count_on_message_in_disk
@@ -1187,7 +1188,7 @@ class MessageStore:
                     next_phy_file_start = long_min
                     continue
                 if message_filter is not None and not message_filter.is_matched_by_consume_queue(
-                        tags_code if tags_code > _MAX_ADDR else cq.resolve_tags_code(tags_code)):
+                        tags_code if tags_code > max_addr else cq.resolve_tags_code(tags_code)):
                     # (an ext address: the real tags code, or None -- matches -- when unresolved)
                     result.filtered_count += 1
                     if not messages:

@@ -242,7 +242,7 @@ class ScheduleMessageService:
         for i, (phy, size, tags_code) in enumerate(units):
             if is_ext_addr(tags_code):
                 tags_code = self._due_from_ext(cq, state, phy, size, tags_code)
-            elif tags_code < _NOT_A_TIME:
+            if tags_code < _NOT_A_TIME:  # (an ext unit of 4.9.8's re-dispatch holds the hash too)
                 tags_code = self._due_from_record(state, start + i, phy, size, tags_code)
             at = self.clock.now_ms()
             due = at if tags_code > at + state.delay_ms else tags_code  # correctDeliverTimestamp

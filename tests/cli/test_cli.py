@@ -74,7 +74,9 @@ def test_messages_json_and_lines(clean: str) -> None:
 def test_cq_get_query_index_json(clean: str, reference_manifest: Callable[[str], dict[str, Any]]) -> None:
     units = js("cq", clean, "TopicA", "0", "--from", "2", "--limit", "3", "--json")
     assert [u["queue_offset"] for u in units] == [2, 3, 4]
-    assert set(units[0]) == {"queue_offset", "commit_log_offset", "size", "tags_code", "file", "position"}
+    assert set(units[0]) == {"queue_offset", "commit_log_offset", "size", "tags_code", "file", "position",
+                             "ext_address"}
+    assert units[0]["ext_address"] is None  # written without enableConsumeQueueExt
     m = reference_manifest("clean-small")["messages"][7]
     by_id = js("get", clean, "--msg-id", m["msgId"], "--json", "--body", "text")
     by_off = js("get", clean, "--offset", str(m["commitLogOffset"]), "--json")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -21,6 +22,7 @@ from rmqlab.codec.consume_queue_ext_unit import (
     encode,
     encode_into,
     fits,
+    gather_units,
     is_ext_addr,
     undecorate,
     unit_size_at,
@@ -121,3 +123,29 @@ def test_address_round_trip(offset: int) -> None:
 @given(st.integers(-(2**31), 2**31 - 1))
 def test_tags_hashes_are_never_addresses(tags_hash: int) -> None:
     assert not is_ext_addr(tags_hash)
+
+
+@given(st.lists(st.tuples(_LONG, _LONG, st.one_of(st.none(), st.binary(min_size=1, max_size=9))), max_size=12),
+       st.lists(st.integers(-5, 400), max_size=12))  # fmt: skip
+def test_gather_units_agrees_with_decode_at(units: list[tuple[int, int, bytes | None]], extra: list[int]) -> None:
+    buf = bytearray(300)
+    starts, pos = [], 0
+    for tags, ts, bitmap in units:
+        unit = CqExtUnit(tags, ts, bitmap)
+        if pos + unit.size > len(buf):
+            break
+        starts.append(pos)
+        pos += encode_into(buf, pos, unit)
+    positions = np.array(starts + extra, dtype=np.int64)
+    found, tags, times = gather_units(bytes(buf), positions)
+    for p, f, t, s in zip(positions.tolist(), found.tolist(), tags.tolist(), times.tolist(), strict=True):
+        try:
+            want = decode_at(buf, p) if p >= 0 and p + MIN_EXT_UNIT_SIZE <= len(buf) else None
+        except TruncatedRecord:
+            want = None  # a bitmap past the end: gather_units reads heads only
+            want_head = struct.unpack_from(">hqq", buf, p)
+            assert (f, t, s) == (True, want_head[1], want_head[2])
+            continue
+        assert f == (want is not None)
+        if want is not None:
+            assert (t, s) == (want.tags_code, want.msg_store_time)

@@ -42,6 +42,7 @@ Not modelled: the timer metrics file (``config/timermetrics``), warm-up, slave d
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Callable
@@ -598,6 +599,20 @@ class TimerMessageStore:
         mfq.close()
         self.started = False
         self.closed = True
+
+    def destroy(self) -> None:
+        """Delete the timer files (after shutdown): the timerlog files and directory, the wheel,
+        the checkpoint."""
+        self.shutdown()
+        log_dir = self.timer_log.mapped_file_queue.store_path
+        for name in sorted(os.listdir(log_dir)) if os.path.isdir(log_dir) else []:
+            if name.isdigit():
+                os.remove(os.path.join(log_dir, name))
+        with contextlib.suppress(OSError):
+            os.rmdir(log_dir)
+        for path in (self.wheel.path, self.checkpoint.path):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
 
     def abandon(self) -> None:
         """As a killed process: nothing flushed, every mapping dropped (the page cache keeps

@@ -362,3 +362,13 @@ def test_rmqlab_timers_and_verify_on_a_store_the_engine_wrote(tmp_path: Path) ->
         assert sorted(m.body for q in range(3) for m in _delivered(store, queue_id=q)) == [b"m0", b"m1", b"m2"]
     finally:
         store.shutdown()
+
+
+def test_destroy_removes_the_timer_files(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    store = _open(tmp_path / "s", clock)
+    _put(store, b"x", TIMER_DELAY_SEC="9")
+    _steps(store)
+    store.destroy()
+    left = {p.relative_to(tmp_path / "s").as_posix() for p in (tmp_path / "s").rglob("*")}
+    assert not {"timerwheel", "timerlog", "config/timercheck"} & left

@@ -45,6 +45,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -151,6 +152,7 @@ class TimerMessageStore:
         self._slot_progress: tuple[int, int] | None = None  # (slot ms, units of it done) of a slot cut short
         self._flush_due = 0
         self._clean_due = 0
+        self.random = random.Random(0)  # isReject's draw
         self.counts = {"enqueued": 0, "delivered": 0, "rolled": 0, "deleted": 0, "dropped": 0, "missing": 0}
         self.stuck = ""
         self.recovered_from = 0  # where recover() started reading the timerlog
@@ -555,15 +557,18 @@ class TimerMessageStore:
 
     # ------------------------------------------------------------------ flow control, status
     def is_reject(self, deliver_ms: int) -> bool:
-        """``isReject``: the slot's ``num`` past ``timer_congest_num_each_slot`` refuses puts, at
-        twice it always; in between RocketMQ draws at random, rmqlab refuses from the middle on
-        (deterministic)."""
+        """``isReject``: a slot's ``num`` up to ``timer_congest_num_each_slot`` takes puts, from twice
+        it none; in between RocketMQ refuses when ``nextInt(1000) > 1000 * excess / (limit + 0.1)``
+        (so the fuller the slot, the *less* often: its rule, kept), drawn here from ``self.random``
+        (seeded: a run repeats)."""
         limit = self.config.timer_congest_num_each_slot
         slot = self.wheel.get_slot(deliver_ms)
         num = slot.num if slot is not None else 0
         if num <= limit:
             return False
-        return num >= 2 * limit or (num - limit) * 2 >= limit
+        if num >= 2 * limit:
+            return True
+        return self.random.randrange(1000) > 1000 * (num - limit) / (limit + 0.1)
 
     def status(self) -> TimerStatus:
         cq = self._find_queue()

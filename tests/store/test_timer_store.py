@@ -372,3 +372,21 @@ def test_destroy_removes_the_timer_files(tmp_path: Path) -> None:
     store.destroy()
     left = {p.relative_to(tmp_path / "s").as_posix() for p in (tmp_path / "s").rglob("*")}
     assert not {"timerwheel", "timerlog", "config/timercheck"} & left
+
+
+def test_is_reject_follows_rocketmqs_rule_between_the_limit_and_twice_it(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    store = _open(tmp_path / "s", clock, timer_congest_num_each_slot=10)
+    try:
+        timer = store.timer
+        at = T0 + 9_000
+        for num, expect in ((10, False), (20, True), (25, True)):
+            timer.wheel.put_slot(at, 0, 0, num, 0)
+            assert timer.is_reject(at) is expect
+        timer.wheel.put_slot(at, 0, 0, 11, 0)  # just past the limit: refused ~90 % of the time
+        just = sum(timer.is_reject(at) for _ in range(1000))
+        timer.wheel.put_slot(at, 0, 0, 19, 0)  # nearly twice it: ~10 %
+        nearly = sum(timer.is_reject(at) for _ in range(1000))
+        assert just > 800 > 200 > nearly
+    finally:
+        store.shutdown()

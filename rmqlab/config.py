@@ -146,6 +146,9 @@ class MessageStoreConfig:
                      "max_hash_slot_num", "max_index_num", "max_message_size"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
+        if self.enable_consume_queue_ext and self.mapped_file_size_consume_queue_ext < 24:
+            raise ConfigError("mapped_file_size_consume_queue_ext must hold one 20-byte ext unit and the 4 bytes "
+                              f"a file keeps for its end marker (>= 24), not {self.mapped_file_size_consume_queue_ext}")
         if self.timer_precision_ms <= 0 or self.mapped_file_size_timer_log <= 0:
             raise ConfigError(f"timer_precision_ms and mapped_file_size_timer_log must be positive, not "
                               f"{self.timer_precision_ms} and {self.mapped_file_size_timer_log}")

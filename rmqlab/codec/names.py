@@ -15,6 +15,7 @@ from itertools import pairwise
 from rmqlab.errors import InvalidTopic
 
 __all__ = [
+    "CONSUME_QUEUE_EXT_DIR",
     "TOPIC_MAX_LENGTH",
     "consume_queue_dir",
     "consume_queue_path",
@@ -30,6 +31,7 @@ __all__ = [
 ]
 
 TOPIC_MAX_LENGTH = 127  # TopicValidator.TOPIC_MAX_LENGTH
+CONSUME_QUEUE_EXT_DIR = "consumequeue_ext"  # StorePathConfigHelper.getStorePathConsumeQueueExt
 
 # TopicValidator.SYSTEM_TOPIC_SET (5.x; a broker adds more at run time, all named rmq_sys_*)
 SYSTEM_TOPICS = frozenset({

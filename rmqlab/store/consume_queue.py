@@ -33,11 +33,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from rmqlab.codec.consume_queue_ext_unit import CqExtUnit
 from rmqlab.codec.consume_queue_unit import (
     CQ_STORE_UNIT_SIZE,
     CQ_UNIT_DTYPE,
+    MAX_ADDR,
     PRE_BLANK_UNIT,
     first_in_chunks,
+    is_ext_addr,
     pack_unit,
     units_view,
     unpack_unit,
@@ -47,6 +50,7 @@ from rmqlab.codec.names import validate_topic
 from rmqlab.errors import ConfigError, ReadOnlyStore
 from rmqlab.events import EventBus, RecoveryStep
 from rmqlab.files.mapped_file_queue import MappedFileQueue
+from rmqlab.store.consume_queue_ext import ConsumeQueueExt
 
 if TYPE_CHECKING:
     from rmqlab.files.mapped_file import MappedFile, SelectMappedBufferResult
@@ -174,6 +178,9 @@ class ConsumeQueue:
         rocketmq_version: str = "4.9.8",
         read_only: bool = False,
         bus: EventBus | None = None,
+        ext_store_path: str | None = None,
+        ext_file_size: int = 48 * 1024 * 1024,
+        bit_map_length: int = 64,
     ) -> None:
         # Like codec.names.consume_queue_dir: RocketMQ's charset (so the name is one safe path
         # component), up to 255 chars because broker-made retry/DLQ topics may exceed 127.
@@ -203,6 +210,14 @@ class ConsumeQueue:
         self.min_logic_offset = 0
         self.order_warnings: list[OrderWarning] = []
         self.duplicates_skipped = 0
+        # enableConsumeQueueExt: RocketMQ creates the ext run only with the flag on, so reading
+        # and writing ext units go together (isExtReadEnable == isExtWriteEnable in practice)
+        self.consume_queue_ext: ConsumeQueueExt | None = None
+        if ext_store_path is not None:
+            self.consume_queue_ext = ConsumeQueueExt(
+                topic, queue_id, ext_store_path, ext_file_size, bit_map_length, read_only=read_only, bus=bus
+            )
+        self.ext_misses = 0  # ext addresses readers could not resolve (RocketMQ logs "[BUG]" each)
         # 5.x caches each file's first/last store time on the MappedFile (start/stopTimestamp);
         # keyed here by id(file), the file object kept alive in the value so ids are not reused.
         self._file_times: dict[int, tuple[MappedFile, int, int]] = {}
@@ -225,8 +240,12 @@ class ConsumeQueue:
     # --- load / recover ----------------------------------------------------------------------
 
     def load(self) -> bool:
-        """Map every file of the queue dir (each gets wrote = committed = flushed = fileSize)."""
-        return self.mapped_file_queue.load()
+        """Map every file of the queue dir (each gets wrote = committed = flushed = fileSize),
+        and of its ext run when there is one."""
+        result = self.mapped_file_queue.load()
+        if self.consume_queue_ext is not None:
+            result = self.consume_queue_ext.load() and result
+        return result
 
     def recover(self) -> None:
         """Find the end of valid units and cut the tail there (spec §3.3).
@@ -235,6 +254,10 @@ class ConsumeQueue:
         ``offset >= 0 and size > 0`` (pre-blank units are valid). Sets ``max_physic_offset`` to
         the end of the last valid unit seen, ``flushed_where``/``committed_where`` to the end of
         valid data, and truncates (logically: bytes are not zeroed) or deletes what lies after.
+
+        With an ext run: the run is recovered, then cut after the last ext address the scanned
+        units hold (the address of a later unit in scan order wins). Without CQ files nothing
+        happens to the run (RocketMQ 4.9.8/5.3.3 recover it only inside the scan's branch).
         """
         mfq = self.mapped_file_queue
         files = mfq.mapped_files
@@ -244,11 +267,14 @@ class ConsumeQueue:
         mf = files[index]
         process_offset = mf.file_from_offset
         mf_offset = 0
+        max_ext_addr = 1
         while True:
             valid_units, last_end = self._scan_valid_prefix(mf)
             if valid_units:
                 mf_offset = valid_units * _UNIT
                 self.max_physic_offset = last_end
+                if self.consume_queue_ext is not None:
+                    max_ext_addr = self._last_ext_addr(mf, valid_units, max_ext_addr)
             if mf_offset == self.mapped_file_size:
                 index += 1
                 if index >= len(files):
@@ -272,6 +298,15 @@ class ConsumeQueue:
                     f"{self.name}: end of the valid units",
                 )
             )
+        if self.consume_queue_ext is not None:
+            self.consume_queue_ext.recover()
+            self.consume_queue_ext.truncate_by_max_address(max_ext_addr)
+
+    def _last_ext_addr(self, mf: MappedFile, count: int, current: int) -> int:
+        """The last ext address among the first ``count`` units of ``mf``, else ``current``."""
+        tags = units_view(mf.buffer[: count * _UNIT])["tags_code"]
+        hits = np.flatnonzero(tags <= MAX_ADDR)
+        return int(tags[hits[-1]]) if hits.size else current
 
     def _truncate_in_memory(self, offset: int) -> None:
         """``truncateDirtyFiles`` for a read-only queue: same positions, and the files past
@@ -302,6 +337,21 @@ class ConsumeQueue:
         return count, int(last["commit_log_offset"]) + int(last["size"])
 
     # --- append ------------------------------------------------------------------------------
+
+    def put_message_position_info_wrapper(self, offset: int, size: int, tags_code: int, store_timestamp: int,
+                                          cq_offset: int, bit_map: bytes | None = None) -> bool:
+        """The dispatch of a record's own unit (``putMessagePositionInfoWrapper``): with an ext run,
+        the ext unit (tags code, store time, bitmap) first and its address as the CQ unit's tags
+        code; a failed ext put leaves the plain tags code (logged, as RocketMQ does)."""
+        ext = self.consume_queue_ext
+        if ext is not None:
+            address = ext.put(CqExtUnit(tags_code, store_timestamp, bit_map))
+            if is_ext_addr(address):
+                tags_code = address
+            else:
+                log.warning("Save consume queue extend fail, So just save tagsCode! topic:%s, queueId:%d, offset:%d",
+                            self.topic, self.queue_id, offset)
+        return self.put_message_position_info(offset, size, tags_code, cq_offset)
 
     def put_message_position_info(
         self, offset: int, size: int, tags_code: int, cq_offset: int
@@ -438,6 +488,29 @@ class ConsumeQueue:
             return None
         return mf.select_mapped_buffer(offset % self.mapped_file_size)
 
+    def get_ext(self, address: int) -> CqExtUnit | None:
+        """The ext unit at ``address`` (a CQ unit's tags code), or None: no ext run (the flag is
+        off), not an ext address, or nothing there (``ConsumeQueue.getExt``)."""
+        ext = self.consume_queue_ext
+        return ext.get(address) if ext is not None else None
+
+    def resolve_tags_code(self, tags_code: int) -> int | None:
+        """What RocketMQ's readers filter with: a plain tags code as it is; an ext address
+        replaced by its unit's tags code, or None when it resolves to nothing (no ext run, or
+        the unit is gone; RocketMQ logs "[BUG] can't find consume queue extend file content",
+        and a None tags code matches every tag filter)."""
+        if tags_code > MAX_ADDR:
+            return tags_code
+        unit = self.get_ext(tags_code)
+        if unit is not None:
+            return unit.tags_code
+        self.ext_misses += 1
+        if self.ext_misses <= 10 or self.ext_misses % 10_000 == 0:
+            log.error("[BUG] can't find consume queue extend file content! addr=%d, topic=%s, queueId=%d "
+                      "(%d so far)%s", tags_code, self.topic, self.queue_id, self.ext_misses,
+                      "" if self.consume_queue_ext is not None else ": enable_consume_queue_ext is off")
+        return None
+
     def get_unit(self, index: int) -> tuple[int, int, int] | None:
         """``(commit_log_offset, size, tags_code)`` at queue offset ``index``, or None.
 
@@ -535,10 +608,20 @@ class ConsumeQueue:
         sbr = mf.select_mapped_buffer(0)
         if sbr is None:
             return
+        min_ext_addr = 1
         with sbr:
             first = _first_at_or_above(sbr.buffer, min_phy)
+            if first >= 0:
+                min_ext_addr = unpack_unit(sbr.buffer, first * _UNIT)[2]
         if first >= 0:
             self.min_logic_offset = mf.file_from_offset + first * _UNIT
+        self._truncate_ext_by_min(min_ext_addr)
+
+    def _truncate_ext_by_min(self, min_ext_addr: int) -> None:
+        """Delete the ext files wholly before the new first unit's address (a plain tags code, or
+        1 when no unit was found: nothing)."""
+        if self.consume_queue_ext is not None and not self.read_only:
+            self.consume_queue_ext.truncate_by_min_address(min_ext_addr)
 
     def _correct_min_offset_v5(self, min_phy: int) -> None:
         mfq = self.mapped_file_queue
@@ -589,10 +672,14 @@ class ConsumeQueue:
                     break
                 else:
                     low = mid
+            min_ext_addr = 1
             for i in range(low, high + 1, _UNIT):
                 if phy(i) >= min_phy:
                     self.min_logic_offset = first.file_from_offset + start + i
+                    min_ext_addr = unpack_unit(buf, i)[2]
                     break
+        # 5.3.3 reaches its ext truncation only here: every early return above skips it
+        self._truncate_ext_by_min(min_ext_addr)
 
     # --- by time -------------------------------------------------------------------------------
 
@@ -785,6 +872,11 @@ class ConsumeQueue:
         Beyond RocketMQ (:func:`truncation_point`): a unit whose record would end past
         ``phy_offset`` is dirty too. Returns a step for each such cut, saying what RocketMQ
         would have done instead.
+
+        The ext run is not touched. RocketMQ 4.9.8/5.3.3 end this loop with ``return`` on every
+        path that keeps a unit, before their ``truncateByMaxAddress`` call, which therefore runs
+        only when every file was deleted, with no address (a no-op): the ext units of the cut
+        units stay, and re-dispatch appends new ones after them (apache/rocketmq#10755).
         """
         self._check_writable("truncate")
         mfq = self.mapped_file_queue
@@ -858,8 +950,13 @@ class ConsumeQueue:
     # --- flush / lifecycle -----------------------------------------------------------------------
 
     def flush(self, flush_least_pages: int) -> bool:
-        """Flush the file holding ``flushed_where``; True iff nothing moved (RocketMQ's result)."""
-        return bool(self.mapped_file_queue.flush(flush_least_pages))
+        """Flush the file holding ``flushed_where``, then the ext run's (the CQ first, as RocketMQ
+        does: a power loss between the two leaves CQ units whose ext units are lost); True iff
+        nothing moved (RocketMQ's result)."""
+        result = bool(self.mapped_file_queue.flush(flush_least_pages))
+        if self.consume_queue_ext is not None:
+            result = self.consume_queue_ext.flush(flush_least_pages) and result
+        return result
 
     def destroy(self) -> None:
         """Delete every file of the queue and reset the offsets (``ConsumeQueue.destroy``)."""
@@ -868,6 +965,8 @@ class ConsumeQueue:
         self.min_logic_offset = 0
         self._file_times.clear()
         self.mapped_file_queue.destroy()
+        if self.consume_queue_ext is not None:
+            self.consume_queue_ext.destroy()
 
     def shutdown(self) -> None:
         """Mark the files unavailable; each is unmapped once its last reader releases it.
@@ -876,3 +975,5 @@ class ConsumeQueue:
         """
         self._file_times.clear()
         self.mapped_file_queue.shutdown(0)
+        if self.consume_queue_ext is not None:
+            self.consume_queue_ext.shutdown()

@@ -54,8 +54,15 @@ class ConsumeQueueStore:
         rocketmq_version: str = "4.9.8",
         read_only: bool = False,
         bus: EventBus | None = None,
+        ext_store_path: str | None = None,
+        ext_file_size: int = 48 * 1024 * 1024,
+        bit_map_length: int = 64,
     ) -> None:
         self.store_path = store_path
+        # enableConsumeQueueExt: every queue gets an ext run under this root (None: off)
+        self.ext_store_path = ext_store_path
+        self.ext_file_size = ext_file_size
+        self.bit_map_length = bit_map_length
         self.mapped_file_size = mapped_file_size
         self.rocketmq_version = rocketmq_version
         self.read_only = read_only
@@ -75,6 +82,9 @@ class ConsumeQueueStore:
             rocketmq_version=self.rocketmq_version,
             read_only=self.read_only,
             bus=self.bus,
+            ext_store_path=self.ext_store_path,
+            ext_file_size=self.ext_file_size,
+            bit_map_length=self.bit_map_length,
         )
 
     def find_consume_queue(
@@ -134,7 +144,9 @@ class ConsumeQueueStore:
                     break
                 assert cq is not None
                 if not cq.load():
-                    self.load_error = cq.mapped_file_queue.load_error or queue_dir
+                    ext = cq.consume_queue_ext
+                    self.load_error = (cq.mapped_file_queue.load_error
+                                       or (ext is not None and ext.mapped_file_queue.load_error) or queue_dir)
                     return False
         return True
 
@@ -160,11 +172,15 @@ class ConsumeQueueStore:
     # --- write path --------------------------------------------------------------------------
 
     def put_message_position_info(
-        self, topic: str, queue_id: int, offset: int, size: int, tags_code: int, cq_offset: int
+        self, topic: str, queue_id: int, offset: int, size: int, tags_code: int, cq_offset: int,
+        store_timestamp: int = 0,
     ) -> bool:
-        """Dispatch one unit to its queue (creating the queue if needed); see ConsumeQueue."""
+        """Dispatch a record's unit to its queue (creating the queue if needed); with ext runs
+        the ext unit too (``ConsumeQueue.put_message_position_info_wrapper``)."""
         cq = self.find_consume_queue(topic, queue_id)
         assert cq is not None
+        if cq.consume_queue_ext is not None:
+            return cq.put_message_position_info_wrapper(offset, size, tags_code, store_timestamp, cq_offset)
         return cq.put_message_position_info(offset, size, tags_code, cq_offset)
 
     def group_rows(self, topics: Sequence[str], queue_ids: np.ndarray, rows: np.ndarray,
@@ -258,10 +274,13 @@ class ConsumeQueueStore:
         ids = list(self.consume_queue_table.get(topic, {}))
         for queue_id in ids:
             self.destroy_queue(topic, queue_id)
-        try:
-            os.rmdir(os.path.join(self.store_path, topic))
-        except OSError:
-            pass  # not empty (a file we do not own), or never created
+        for root in (self.store_path, self.ext_store_path):
+            if root is None:
+                continue
+            try:
+                os.rmdir(os.path.join(root, topic))
+            except OSError:
+                pass  # not empty (a file we do not own), or never created
         return ids
 
     def expired_queues(self, min_phy: int, skip: Callable[[str], bool]) -> list[tuple[str, int, int]]:

@@ -243,7 +243,7 @@ class CommitLogDispatcherBuildConsumeQueue:
             return
         stored = self.cq_store.put_message_position_info(
             req.topic, req.queue_id, req.commit_log_offset, req.msg_size, req.tags_code,
-            req.consume_queue_offset,
+            req.consume_queue_offset, req.store_timestamp,
         )
         if stored:
             self.checkpoint.logics_msg_timestamp = req.store_timestamp
@@ -368,6 +368,8 @@ class ReputMessageService:
         ds = self.dispatchers
         if len(ds) != 2 or type(ds[0]) is not CommitLogDispatcherBuildConsumeQueue or ds[0].multi_dispatch:
             return False  # (multi-dispatch reads each record's properties: the per-record path)
+        if ds[0].cq_store.ext_store_path is not None:
+            return False  # ext units (tags code, store time) are written record by record
         if type(ds[1]) is not CommitLogDispatcherBuildIndex:
             return False
         bus = ds[0].bus

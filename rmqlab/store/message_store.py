@@ -29,6 +29,7 @@ import numpy as np
 from rmqlab import faults
 from rmqlab.clock import Clock, SystemClock
 from rmqlab.codec.batch import MessageBatch
+from rmqlab.codec.consume_queue_unit import MAX_ADDR
 from rmqlab.codec.flags import (
     BLANK_MAGIC_CODE,
     BORNHOST_V6_FLAG,
@@ -37,7 +38,7 @@ from rmqlab.codec.flags import (
     TIMER_TOPIC,
 )
 from rmqlab.codec.message import PHYSICAL_OFFSET_POSITION, MessageRecord, decode_message, store_timestamp_position
-from rmqlab.codec.names import is_lmq_topic, is_system_topic
+from rmqlab.codec.names import CONSUME_QUEUE_EXT_DIR, is_lmq_topic, is_system_topic
 from rmqlab.codec.scan import header_hop
 from rmqlab.codec.walk import check_message_and_return_size
 from rmqlab.config import MessageStoreConfig
@@ -94,6 +95,7 @@ from rmqlab.store.topic_config import TopicConfig, TopicConfigManager
 
 log = logging.getLogger(__name__)
 
+
 if TYPE_CHECKING:
     from rmqlab.files.mapped_file import SelectMappedBufferResult
 
@@ -104,6 +106,7 @@ _PUT_OK = PutMessageStatus.PUT_OK
 _LONG_MAX = 2**63 - 1
 _LONG_MIN = -(2**63)
 _CQ_UNIT = 20
+_MAX_ADDR = MAX_ADDR  # a tags code at or below it is a ConsumeQueueExt address
 _CQ_UNIT_STRUCT = struct.Struct(">qiq")  # commit log offset, size, tags code
 _new_object = object.__new__  # StoredMessage built slot by slot in _scan (no __init__ call per message)
 _INT = struct.Struct(">i")
@@ -272,6 +275,9 @@ class MessageStore:
         self.consume_queue_store = ConsumeQueueStore(
             os.path.join(self.root, "consumequeue"), c.consume_queue_file_size,
             rocketmq_version=c.rocketmq_version, bus=self.bus,
+            ext_store_path=os.path.join(self.root, CONSUME_QUEUE_EXT_DIR) if c.enable_consume_queue_ext else None,
+            ext_file_size=c.mapped_file_size_consume_queue_ext,
+            bit_map_length=c.bit_map_length_consume_queue_ext,
         )
         self.checkpoint = StoreCheckpoint(os.path.join(self.root, "checkpoint"))
         self.index_service = IndexService(
@@ -401,6 +407,7 @@ class MessageStore:
             err = getattr(self.commit_log.mapped_file_queue, "load_error", "")
             self.load_error = f"commit log: {err}{_size_hint(err, 'mapped_file_size_commit_log')}"
             return False
+        self._warn_ext_ignored()
         if not self.consume_queue_store.load():
             err = self.consume_queue_store.load_error
             self.load_error = f"consume queue: {err}{_size_hint(err, 'mapped_file_size_consume_queue')}"
@@ -419,6 +426,16 @@ class MessageStore:
             return False
         self.loaded = True
         return True
+
+    def _warn_ext_ignored(self) -> None:
+        """A ``consumequeue_ext/`` with the flag off: RocketMQ ignores it (no ext run is created),
+        so the consume queues' tags codes that are ext addresses resolve to nothing."""
+        ext_dir = os.path.join(self.root, CONSUME_QUEUE_EXT_DIR)
+        if not self.config.enable_consume_queue_ext and os.path.isdir(ext_dir) and os.listdir(ext_dir):
+            log.warning("%s exists but enable_consume_queue_ext is off: the consume queues' tags codes written "
+                        "with it on are ext addresses, which are not read (as in RocketMQ): tag filters pass every "
+                        "such message, and the schedule service takes store time + delay as due time; open "
+                        "with enable_consume_queue_ext=True to read them", ext_dir)
 
     def start(self) -> None:
         """Dispatch everything recovery left behind, then start the services and mark ``abort``."""
@@ -1171,7 +1188,9 @@ class MessageStore:
                     count += 1
                     next_phy_file_start = long_min
                     continue
-                if message_filter is not None and not message_filter.is_matched_by_consume_queue(tags_code):
+                if message_filter is not None and not message_filter.is_matched_by_consume_queue(
+                        tags_code if tags_code > _MAX_ADDR else cq.resolve_tags_code(tags_code)):
+                    # (an ext address: the real tags code, or None -- matches -- when unresolved)
                     result.filtered_count += 1
                     if not messages:
                         status = GetMessageStatus.NO_MATCHED_MESSAGE

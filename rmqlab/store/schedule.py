@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rmqlab.clock import Clock
-from rmqlab.codec.consume_queue_unit import units_view
+from rmqlab.codec.consume_queue_unit import is_ext_addr, units_view
 from rmqlab.codec.delay_offset import DelayOffsetError, decode_delay_offsets, encode_delay_offsets
 from rmqlab.codec.flags import PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC
 from rmqlab.codec.message import MessageRecord
@@ -240,7 +240,9 @@ class ScheduleMessageService:
         finally:
             sbr.release()
         for i, (phy, size, tags_code) in enumerate(units):
-            if tags_code < _NOT_A_TIME:
+            if is_ext_addr(tags_code):
+                tags_code = self._due_from_ext(cq, state, phy, size, tags_code)
+            elif tags_code < _NOT_A_TIME:
                 tags_code = self._due_from_record(state, start + i, phy, size, tags_code)
             at = self.clock.now_ms()
             due = at if tags_code > at + state.delay_ms else tags_code  # correctDeliverTimestamp
@@ -277,6 +279,18 @@ class ScheduleMessageService:
                                                    int(props[PROPERTY_REAL_QUEUE_ID]), result.wrote_offset))
         state.task_offset = start + len(units)
         return delivered
+
+    def _due_from_ext(self, cq: ConsumeQueue, state: LevelStatus, phy: int, size: int, address: int) -> int:
+        """The due time of a unit whose tags code is a ConsumeQueueExt address: its ext unit's
+        tags code; when that is lost, the record's store time + the level's delay, as RocketMQ
+        re-computes it ("can't find consume queue extend file content")."""
+        unit = cq.get_ext(address)
+        if unit is not None:
+            return unit.tags_code
+        log.error("[BUG] can't find consume queue extend file content! addr=%d, offsetPy=%d, sizePy=%d",
+                  address, phy, size)
+        stored = self._pickup(phy, size)
+        return address if stored < 0 else stored + state.delay_ms  # (gone: skipped below, as in Java)
 
     def _due_from_record(self, state: LevelStatus, offset: int, phy: int, size: int, tags_code: int) -> int:
         """The due time of a unit whose tags code is a tag's hash (see the module docstring):

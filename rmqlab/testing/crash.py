@@ -17,7 +17,7 @@ file, in-memory checkpoint fields never flushed. Everything written to a mapping
 ``simulate_power_loss(store)``. It rewrites the files to what a machine that lost power at that
 instant could have on disk in the worst case:
 
-* CommitLog and ConsumeQueue files: every byte from the file's ``flushed_position`` on is zeroed
+* CommitLog, ConsumeQueue and ConsumeQueueExt files: every byte from the file's ``flushed_position`` on is zeroed
   (the kernel wrote back none of the dirty pages); trailing files never flushed at all
   (``flushed_position == 0``), and CommitLog files preallocated but not yet in use, are deleted
   (their directory entry was never made durable);
@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rmqlab.clock import SystemClock
+from rmqlab.codec.consume_queue_unit import is_ext_addr, undecorate
 from rmqlab.codec.message import BlankRecord, MessageRecord
 from rmqlab.codec.walk import iter_records
 from rmqlab.config import ASYNC_FLUSH, SYNC_FLUSH, MessageStoreConfig
@@ -102,6 +103,7 @@ class WriterSpec:
     rocketmq_version: str = "4.9.8"
     clock_speed: float = 1.0  # >1: store time runs faster, so recovery starts past file 0
     producers: int = 1  # >1: threads putting at once (SYNC_FLUSH: group commit), acks logged as they come
+    ext_file_size: int = 0  # >0: enable_consume_queue_ext with ext files of this many bytes
 
     def to_argv(self) -> list[str]:
         return ["--spec", json.dumps(dataclasses.asdict(self))]
@@ -127,6 +129,8 @@ def writer_config(spec: WriterSpec) -> MessageStoreConfig:
         commit_commit_log_thorough_interval=20,
         flush_interval_consume_queue=20,
         flush_consume_queue_thorough_interval=100,
+        enable_consume_queue_ext=spec.ext_file_size > 0,
+        mapped_file_size_consume_queue_ext=spec.ext_file_size or 48 * 1024 * 1024,
     )
 
 
@@ -380,12 +384,16 @@ class PowerLossReport:
     zeroed: dict[str, int] = field(default_factory=dict)  # path -> bytes zeroed
     deleted: list[str] = field(default_factory=list)
     index_restored: list[str] = field(default_factory=list)
+    #: "<topic>/<queueId>" -> the ext run's flushed offset at the cut: its units from there on are lost
+    ext_flushed: dict[str, int] = field(default_factory=dict)
 
 
 def _mapped_files(store: MessageStore) -> Iterator[tuple[str, list[Any]]]:
     yield "commitlog", list(store.commit_log.mapped_file_queue.mapped_files)
     for topic, qid, cq in store.consume_queue_store.all_queues():
         yield f"{topic}/{qid}", list(cq.mapped_file_queue.mapped_files)
+        if cq.consume_queue_ext is not None:
+            yield f"ext {topic}/{qid}", list(cq.consume_queue_ext.mapped_file_queue.mapped_files)
 
 
 def simulate_process_kill(store: MessageStore) -> str:
@@ -401,6 +409,9 @@ def simulate_power_loss(store: MessageStore, recorder: IndexFlushRecorder | None
     worst case a power loss allows (see the module docstring). Releases the store's lock."""
     mfq = store.commit_log.mapped_file_queue
     report = PowerLossReport(mfq.flushed_where, mfq.get_max_offset())
+    for topic, qid, cq in store.consume_queue_store.all_queues():
+        if cq.consume_queue_ext is not None:
+            report.ext_flushed[f"{topic}/{qid}"] = cq.consume_queue_ext.mapped_file_queue.flushed_where
     plan: list[tuple[str, int]] = []
     for _, files in _mapped_files(store):
         keep_any = False
@@ -473,6 +484,11 @@ class CrashReport:
     problems: list[str] = field(default_factory=list)  # consistency violations
     index_missing: list[tuple[int, str]] = field(default_factory=list)  # (offset, key)
     index_dropped_files: list[str] = field(default_factory=list)
+    #: CQ units whose ext address resolves to no unit, or to one with another tags code or store
+    #: time: (queue "<topic>/<queueId>", queue offset, ext offset, what was found). Not counted as
+    #: problems: RocketMQ flushes a CQ before its ext run, so a power loss between the two leaves
+    #: such units (``ConsumeQueue.flush``); after a kill there must be none.
+    ext_mismatches: list[tuple[str, int, int, str]] = field(default_factory=list)
 
     @property
     def consistent(self) -> bool:
@@ -483,7 +499,8 @@ class CrashReport:
         return (
             f"acked={self.acked} present={len(self.present)} lost={len(self.lost)} changed={len(self.changed)} "
             f"records={self.records} unacked={self.unacked_records} problems={len(self.problems)} "
-            f"index_missing={len(self.index_missing)} mode={p.mode} start={p.start_file} "
+            f"index_missing={len(self.index_missing)} ext_mismatches={len(self.ext_mismatches)} mode={p.mode} "
+            f"start={p.start_file} "
             f"process_offset={p.process_offset} stop={p.stop_reason!r}"
         )
 
@@ -540,6 +557,9 @@ def _check_consume_queues(store: MessageStore, records: dict[int, MessageRecord]
                 report.problems.append(f"CQ {topic}/{qid} offset {q}: points at {off}, no record starts there")
                 continue
             want_tags = compute_tags_code(rec.topic, rec.properties, rec.store_timestamp)
+            if is_ext_addr(tags):
+                _check_ext_unit(cq, f"{topic}/{qid}", q, tags, want_tags, rec, report)
+                tags = want_tags
             got = (rec.topic, rec.queue_id, rec.queue_offset, rec.store_size, want_tags)
             if got != (topic, qid, q, size, tags):
                 report.problems.append(f"CQ {topic}/{qid} offset {q} unit {unit} disagrees with record {got}")
@@ -551,6 +571,14 @@ def _check_consume_queues(store: MessageStore, records: dict[int, MessageRecord]
         if unit is None or unit[0] != off or unit[1] != rec.store_size:
             report.problems.append(f"record at {off} ({rec.topic}/{rec.queue_id} q{rec.queue_offset}) "
                                    f"missing from its CQ (unit {unit})")
+
+
+def _check_ext_unit(cq: Any, queue: str, q: int, address: int, want_tags: int, rec: MessageRecord,
+                    report: CrashReport) -> None:
+    unit = cq.get_ext(address)
+    if unit is None or (unit.tags_code, unit.msg_store_time) != (want_tags, rec.store_timestamp):
+        found = "nothing" if unit is None else f"tags {unit.tags_code} time {unit.msg_store_time}"
+        report.ext_mismatches.append((queue, q, undecorate(address), found))
 
 
 def _check_index(store: MessageStore, records: dict[int, MessageRecord], report: CrashReport) -> None:

@@ -236,11 +236,13 @@ class TimerMessageStore:
                 for k, t in enumerate(times.tolist()):
                     self.wheel.revise_slot(t, mf.file_from_offset + k * UNIT_SIZE)
             end = mf.file_from_offset + scan.end
-            if scan.stop != "blank" and (check or scan.stop != "end"):
+            if check and scan.stop not in ("blank", "end"):  # a bad unit or unwritten space: stop here
                 if scan.damaged:
                     log.warning("timerlog %s: %s at %d (%s): recovery stops there", mf.name, scan.stop, scan.end,
                                 scan.detail)
                 break
+            # (the blank or the file's end: on to the next file; the unchecked re-read goes on past
+            # bad units as RocketMQ does -- rmqlab goes on with the next file)
         if check:
             self.timer_log.mapped_file_queue.truncate_dirty_files(end)
         return end

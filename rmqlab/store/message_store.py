@@ -638,6 +638,8 @@ class MessageStore:
         self.commit_log.destroy()
         self.consume_queue_store.destroy()
         self.index_service.destroy()
+        if self.timer is not None:
+            self.timer.destroy()
         for name in ("checkpoint", "abort", "lock"):
             try:
                 os.remove(os.path.join(self.root, name))

@@ -42,8 +42,10 @@ Not modelled: the timer metrics file (``config/timermetrics``), warm-up, slave d
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -150,6 +152,7 @@ class TimerMessageStore:
         self._slot_progress: tuple[int, int] | None = None  # (slot ms, units of it done) of a slot cut short
         self._flush_due = 0
         self._clean_due = 0
+        self.random = random.Random(0)  # isReject's draw
         self.counts = {"enqueued": 0, "delivered": 0, "rolled": 0, "deleted": 0, "dropped": 0, "missing": 0}
         self.stuck = ""
         self.recovered_from = 0  # where recover() started reading the timerlog
@@ -233,11 +236,13 @@ class TimerMessageStore:
                 for k, t in enumerate(times.tolist()):
                     self.wheel.revise_slot(t, mf.file_from_offset + k * UNIT_SIZE)
             end = mf.file_from_offset + scan.end
-            if scan.stop != "blank" and (check or scan.stop != "end"):
+            if check and scan.stop not in ("blank", "end"):  # a bad unit or unwritten space: stop here
                 if scan.damaged:
                     log.warning("timerlog %s: %s at %d (%s): recovery stops there", mf.name, scan.stop, scan.end,
                                 scan.detail)
                 break
+            # (the blank or the file's end: on to the next file; the unchecked re-read goes on past
+            # bad units as RocketMQ does -- rmqlab goes on with the next file)
         if check:
             self.timer_log.mapped_file_queue.truncate_dirty_files(end)
         return end
@@ -554,15 +559,18 @@ class TimerMessageStore:
 
     # ------------------------------------------------------------------ flow control, status
     def is_reject(self, deliver_ms: int) -> bool:
-        """``isReject``: the slot's ``num`` past ``timer_congest_num_each_slot`` refuses puts, at
-        twice it always; in between RocketMQ draws at random, rmqlab refuses from the middle on
-        (deterministic)."""
+        """``isReject``: a slot's ``num`` up to ``timer_congest_num_each_slot`` takes puts, from twice
+        it none; in between RocketMQ refuses when ``nextInt(1000) > 1000 * excess / (limit + 0.1)``
+        (so the fuller the slot, the *less* often: its rule, kept), drawn here from ``self.random``
+        (seeded: a run repeats)."""
         limit = self.config.timer_congest_num_each_slot
         slot = self.wheel.get_slot(deliver_ms)
         num = slot.num if slot is not None else 0
         if num <= limit:
             return False
-        return num >= 2 * limit or (num - limit) * 2 >= limit
+        if num >= 2 * limit:
+            return True
+        return self.random.randrange(1000) > 1000 * (num - limit) / (limit + 0.1)
 
     def status(self) -> TimerStatus:
         cq = self._find_queue()
@@ -598,6 +606,20 @@ class TimerMessageStore:
         mfq.close()
         self.started = False
         self.closed = True
+
+    def destroy(self) -> None:
+        """Delete the timer files (after shutdown): the timerlog files and directory, the wheel,
+        the checkpoint."""
+        self.shutdown()
+        log_dir = self.timer_log.mapped_file_queue.store_path
+        for name in sorted(os.listdir(log_dir)) if os.path.isdir(log_dir) else []:
+            if name.isdigit():
+                os.remove(os.path.join(log_dir, name))
+        with contextlib.suppress(OSError):
+            os.rmdir(log_dir)
+        for path in (self.wheel.path, self.checkpoint.path):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
 
     def abandon(self) -> None:
         """As a killed process: nothing flushed, every mapping dropped (the page cache keeps

@@ -25,7 +25,10 @@ instant could have on disk in the worst case:
   which must wrap the run), zeros if written but never flushed — deleted if created after the
   last flush of any file;
 * ``checkpoint``: as on disk (it is only ever changed by ``flush()``, which forces it); ``abort``
-  and ``lock``: as they are.
+  and ``lock``: as they are;
+* 5.x timer files: ``timerlog/`` files like CommitLog files (cut at their flushed position);
+  ``timerwheel`` and ``config/timercheck`` as on disk (the engine writes them only in a forced
+  flush, as RocketMQ does).
 
 Not simulated: reordering inside one file beyond the flushed prefix (pages written back out of
 order: use :mod:`rmqlab.testing.damage` for that), metadata loss of flushed files, and torn
@@ -394,6 +397,10 @@ def _mapped_files(store: MessageStore) -> Iterator[tuple[str, list[Any]]]:
         yield f"{topic}/{qid}", list(cq.mapped_file_queue.mapped_files)
         if cq.consume_queue_ext is not None:
             yield f"ext {topic}/{qid}", list(cq.consume_queue_ext.mapped_file_queue.mapped_files)
+    if store.timer is not None and not store.timer.closed:
+        # the timer wheel and config/timercheck reach their mappings only in a forced flush
+        # (TimerWheel.flush, TimerCheckpoint.flush): a power loss keeps them as they are
+        yield "timerlog", list(store.timer.timer_log.mapped_file_queue.mapped_files)
 
 
 def simulate_process_kill(store: MessageStore) -> str:

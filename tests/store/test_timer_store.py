@@ -362,3 +362,53 @@ def test_rmqlab_timers_and_verify_on_a_store_the_engine_wrote(tmp_path: Path) ->
         assert sorted(m.body for q in range(3) for m in _delivered(store, queue_id=q)) == [b"m0", b"m1", b"m2"]
     finally:
         store.shutdown()
+
+
+def test_destroy_removes_the_timer_files(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    store = _open(tmp_path / "s", clock)
+    _put(store, b"x", TIMER_DELAY_SEC="9")
+    _steps(store)
+    store.destroy()
+    left = {p.relative_to(tmp_path / "s").as_posix() for p in (tmp_path / "s").rglob("*")}
+    assert not {"timerwheel", "timerlog", "config/timercheck"} & left
+
+
+def test_is_reject_follows_rocketmqs_rule_between_the_limit_and_twice_it(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    store = _open(tmp_path / "s", clock, timer_congest_num_each_slot=10)
+    try:
+        timer = store.timer
+        at = T0 + 9_000
+        for num, expect in ((10, False), (20, True), (25, True)):
+            timer.wheel.put_slot(at, 0, 0, num, 0)
+            assert timer.is_reject(at) is expect
+        timer.wheel.put_slot(at, 0, 0, 11, 0)  # just past the limit: refused ~90 % of the time
+        just = sum(timer.is_reject(at) for _ in range(1000))
+        timer.wheel.put_slot(at, 0, 0, 19, 0)  # nearly twice it: ~10 %
+        nearly = sum(timer.is_reject(at) for _ in range(1000))
+        assert just > 800 > 200 > nearly
+    finally:
+        store.shutdown()
+
+
+def test_recovery_rebuilds_slots_across_timerlog_files(tmp_path: Path) -> None:
+    """Three units a file: a clean stop before any wheel flush leaves the wheel empty; recovery
+    reads the timerlog from its start through every file's blank and rebuilds each slot."""
+    clock = ManualClock(T0)
+    path = tmp_path / "s"
+    store = _open(path, clock, mapped_file_size_timer_log=200)
+    for i in range(8):
+        _put(store, f"m{i}".encode(), TIMER_DELAY_SEC=str(5 + i % 3))
+    _steps(store)
+    store.shutdown()
+    assert len(os.listdir(path / "timerlog")) == 3
+    store = _open(path, clock, mapped_file_size_timer_log=200)
+    try:
+        slot = store.timer.wheel.get_slot(T0 + 4_000)  # m0, m3, m6: units 0, 3, 6 (file 0 pos 0 .. file 2 pos 0)
+        assert (slot.first_pos, slot.last_pos) == (0, 400)
+        clock.advance(8_000)
+        _steps(store)
+        assert sorted(m.body for m in _delivered(store)) == [f"m{i}".encode() for i in range(8)]
+    finally:
+        store.shutdown()

@@ -881,25 +881,18 @@ class MessageStore:
         then what a put does after the append; its WAIT is false, so a SYNC_FLUSH store wakes
         the flush and does not wait for it (``submitFlushRequest``)."""
         started = _perf_ns()
-        result = self.commit_log.put_timeup(rec)
-        if result.status is _PUT_OK:
-            if self._asleep:
-                self._wake_naps()
-            if self.group_commit is not None:
-                self.runner.wakeup("group_commit")
-            elif self.commit_service is not None and self.config.wake_commit_when_put_message:
-                self.runner.wakeup("commit_commit_log")
-            self.stats.record_put(True, result.wrote_bytes, 1, started)
-        else:
-            self.stats.record_put(False, 0, 1, started)
-        return result
+        return self._after_service_put(self.commit_log.put_timeup(rec), started)
 
     def _deliver_timer(self, rec: MessageRecord, topic: str, queue_id: int, props: dict[str, str]
                        ) -> PutMessageResult:
         """Put a timer message back (``CommitLog.put_rebuilt``) for the timer wheel, then what a
         put does after the append (as :meth:`_deliver_timeup`; WAIT is false)."""
         started = _perf_ns()
-        result = self.commit_log.put_rebuilt(rec, topic, queue_id, props)
+        return self._after_service_put(self.commit_log.put_rebuilt(rec, topic, queue_id, props), started)
+
+    def _after_service_put(self, result: PutMessageResult, started: int) -> PutMessageResult:
+        """What a put by a store service (schedule, timer) does after the append: naps woken, the
+        flush or commit service woken (WAIT is false: a SYNC_FLUSH store does not wait), stats."""
         if result.status is _PUT_OK:
             if self._asleep:
                 self._wake_naps()

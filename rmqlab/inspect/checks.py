@@ -53,7 +53,7 @@ from rmqlab.codec.consume_queue_unit import CQ_STORE_UNIT_SIZE, MAX_ADDR
 from rmqlab.codec.flags import SCHEDULE_TOPIC, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
 from rmqlab.codec.index_layout import HASH_SLOT_SIZE, INDEX_HEADER_SIZE, INDEX_SIZE, index_file_size
 from rmqlab.codec.multi_dispatch import MultiDispatchPairs, is_multi_dispatch_unit
-from rmqlab.codec.names import parse_offset_file_name
+from rmqlab.codec.names import BATCH_CONSUME_QUEUE_DIR, parse_offset_file_name
 from rmqlab.inspect.frames import index_items, index_slots
 
 if TYPE_CHECKING:
@@ -171,6 +171,11 @@ def verify(snap: StoreSnapshot, *, check_crc: bool = False,
            progress: Callable[[int], None] | None = None) -> Iterator[Finding]:
     """Yield findings one at a time (see the module docstring); never raises for bad data."""
     yield from _check_layout(snap)
+    bcq = os.path.join(snap.path, BATCH_CONSUME_QUEUE_DIR)
+    if os.path.isdir(bcq) and os.listdir(bcq):
+        yield Finding("warning", "batch_consume_queue_not_read", BATCH_CONSUME_QUEUE_DIR, 0,
+                      "5.x BatchConsumeQueue files (topics with queue.type=BatchCQ) are not read by rmqlab: "
+                      "those topics' records show as in no consume queue, and MessageStore.open refuses the store")
     if snap.abort_present:
         yield Finding("info", "abort_present", "abort", 0,
                       "abort file present: the last exit was not clean; opening runs abnormal recovery")

@@ -38,7 +38,7 @@ from rmqlab.codec.flags import (
     TIMER_TOPIC,
 )
 from rmqlab.codec.message import PHYSICAL_OFFSET_POSITION, MessageRecord, decode_message, store_timestamp_position
-from rmqlab.codec.names import CONSUME_QUEUE_EXT_DIR, is_lmq_topic, is_system_topic
+from rmqlab.codec.names import BATCH_CONSUME_QUEUE_DIR, CONSUME_QUEUE_EXT_DIR, is_lmq_topic, is_system_topic
 from rmqlab.codec.scan import header_hop
 from rmqlab.codec.walk import check_message_and_return_size
 from rmqlab.config import MessageStoreConfig
@@ -91,7 +91,7 @@ from rmqlab.store.services import Service, ServiceRunner, StepRunner, ThreadedRu
 from rmqlab.store.store_checkpoint import StoreCheckpoint
 from rmqlab.store.store_stats import StoreStats, StoreStatsService
 from rmqlab.store.timer_store import TimerMessageStore
-from rmqlab.store.topic_config import TopicConfig, TopicConfigManager
+from rmqlab.store.topic_config import BATCH_CQ, QUEUE_TYPE_ATTRIBUTE, TopicConfig, TopicConfigManager
 
 log = logging.getLogger(__name__)
 
@@ -402,6 +402,8 @@ class MessageStore:
         if not self.topic_config_manager.load():
             self.load_error = f"{self.topic_config_manager.path}: unreadable topic config (and .bak)"
             return False
+        if not self._batch_cq_absent():
+            return False
         self.last_exit_ok = not self.abort_file.exists()
         if not self.commit_log.load():
             err = getattr(self.commit_log.mapped_file_queue, "load_error", "")
@@ -426,6 +428,26 @@ class MessageStore:
             return False
         self.loaded = True
         return True
+
+    def _batch_cq_absent(self) -> bool:
+        """A 5.x store with BatchConsumeQueues (topics of ``queue.type=BatchCQ``, ``batchconsumequeue/``;
+        spec §3.8) is refused: rmqlab does not model them, so recovery and dispatch would put those
+        topics' messages into plain consume queues, which the broker would not read. Read-only
+        inspection (``rmqlab inspect`` / ``verify``) still works and says what it does not read."""
+        if self.config.is_v4:
+            return True  # 4.9.8 has no BatchCQ (its TopicConfig drops attributes)
+        topics = [t for t in self.topic_config_manager.topics()
+                  if (cfg := self.topic_config_manager.get(t)) is not None and cfg.batch_cq]
+        bcq_dir = os.path.join(self.root, BATCH_CONSUME_QUEUE_DIR)
+        has_dir = os.path.isdir(bcq_dir) and bool(os.listdir(bcq_dir))
+        if not (topics or has_dir):
+            return True
+        what = (f"topics {', '.join(topics)} have {QUEUE_TYPE_ATTRIBUTE}={BATCH_CQ} in "
+                f"{self.topic_config_manager.path}" if topics else f"{bcq_dir} holds BatchConsumeQueue files")
+        self.load_error = (f"{what}: 5.x BatchConsumeQueue is not modelled by rmqlab (opening the store would "
+                           "dispatch those topics into plain consume queues); inspect it read-only with "
+                           "`rmqlab inspect` / `rmqlab verify`")
+        return False
 
     def _warn_ext_ignored(self) -> None:
         """A ``consumequeue_ext/`` with the flag off: RocketMQ ignores it (no ext run is created),

@@ -58,7 +58,9 @@ from rmqlab.errors import ConfigError
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "BATCH_CQ",
     "MEMORY_ATTRIBUTE",
+    "QUEUE_TYPE_ATTRIBUTE",
     "DataVersion",
     "TopicConfig",
     "TopicConfigManager",
@@ -67,6 +69,8 @@ __all__ = [
 ]
 
 MEMORY_ATTRIBUTE = "memory"  # rmqlab: topic attribute that routes a topic to the MemoryMessageStore
+QUEUE_TYPE_ATTRIBUTE = "queue.type"  # 5.x TopicAttributes.QUEUE_TYPE_ATTRIBUTE: SimpleCQ (default) | BatchCQ
+BATCH_CQ = "BatchCQ"  # a 5.x topic whose queues are BatchConsumeQueues (spec §3.8), which rmqlab does not model
 PERM_READ_WRITE = 6  # PermName.PERM_READ | PermName.PERM_WRITE
 _FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
 _TOPIC_KEYS = ("attributes", "order", "perm", "readQueueNums", "topicFilterType", "topicName",
@@ -93,6 +97,11 @@ class TopicConfig:
     attributes: dict[str, str] = field(default_factory=dict)
     memory: bool = False  # rmqlab
     extra: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def batch_cq(self) -> bool:
+        """5.x ``QueueTypeUtils.isBatchCq``: the topic's queues are BatchConsumeQueues."""
+        return self.attributes.get(QUEUE_TYPE_ATTRIBUTE) == BATCH_CQ
 
     def __post_init__(self) -> None:
         attrs = dict(self.attributes)
@@ -314,6 +323,10 @@ class TopicConfigManager:
     def update(self, cfg: TopicConfig) -> TopicConfig | None:
         """Put ``cfg`` (replacing the topic's old config, which is returned), bump, persist."""
         validate_topic(cfg.topic_name)
+        if cfg.batch_cq and not self.v4:
+            raise ConfigError(f"topic {cfg.topic_name}: {QUEUE_TYPE_ATTRIBUTE}={BATCH_CQ} (5.x BatchConsumeQueue) is "
+                              "not modelled by rmqlab; its messages would go to plain consume queues, which a "
+                              "5.x broker would not read")
         with self._lock:
             old = self._table.get(cfg.topic_name)
             self._table[cfg.topic_name] = cfg

@@ -115,3 +115,26 @@ def test_crc_check_and_caps_equal_verify(spark: Any, stores: dict[str, Any], tmp
     assert got == want
     assert Counter(f[1] for f in got)["commitlog_crc_mismatch"] == 1
     assert any(f[5].startswith("... and ") and f[5].endswith("(not listed)") for f in got)
+
+
+def test_audit_of_consume_queue_ext_stores_equals_verify(spark: Any, ext_stores: dict[str, Any]) -> None:
+    """Stores written with ConsumeQueueExt (tiny ext files that roll): tags checked through the
+    ext units, addresses that resolve to nothing (a deleted, a cut and a zeroed ext file region,
+    no consumequeue_ext/ at all) are verify's ``cq_ext_unit_missing`` warnings, capped per queue."""
+    from rmqlab.spark.jobs import audit
+
+    paths = store_paths(ext_stores)
+    findings, _summary = audit(spark, paths)
+    got = [tuple(r) for r in findings.collect()]
+    want = [f for p in paths for f in _verify(p)]
+    assert sorted(got) == sorted(want)
+    kinds = Counter((os.path.basename(f[2]), f[0], f[1]) for f in got)
+    assert not [k for k in kinds if k[0] == "ext" and k[1] != "info"]  # tags agree through the ext units
+    assert kinds[("ext-damaged", "error", "cq_unit_mismatch")] == 1  # the unit saying TagZ
+    assert kinds[("ext-damaged", "warning", "cq_ext_unit_missing")] > 1
+    assert kinds[("ext-damaged", "error", "file_size_mismatch")] == 1  # the cut ext file
+    lost = [f for f in got if f[2].endswith("ext-no-run") and f[1] == "cq_ext_unit_missing"]
+    assert len(lost) > 1000
+    assert lost[0][0] == "warning"
+    assert any(f[5].startswith("... and ") for f in lost)
+    assert all("no consumequeue_ext run" in f[5] for f in lost if not f[5].startswith("... and "))

@@ -597,7 +597,7 @@ class ConsumeQueueReader(DataSourceReader):
         stored = units["tags_code"][keep].astype(np.int64)
         is_addr = stored <= MAX_ADDR
         tags, lost = stored, np.zeros(n, bool)
-        if is_addr.any() and {"tags_code", "ext_address"} & set(self.arrow.names):
+        if is_addr.any() and "tags_code" in self.arrow.names:  # only the tags code needs the ext files
             sel = np.flatnonzero(is_addr)
             found, ext_tags = resolve_ext(p.ext_dir, p.ext_file_size, stored[sel])
             tags = stored.copy()

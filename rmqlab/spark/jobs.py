@@ -40,7 +40,6 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-from rmqlab.codec.consume_queue_unit import MAX_ADDR
 from rmqlab.codec.flags import SCHEDULE_TOPIC, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
 from rmqlab.codec.index_layout import HASH_SLOT_SIZE, INDEX_HEADER_SIZE, INDEX_SIZE
 from rmqlab.codec.names import LMQ_PREFIX
@@ -53,6 +52,7 @@ __all__ = [
     "audit_inputs",
     "cq_to_log",
     "damage_findings",
+    "ext_lost",
     "file_walks",
     "index_to_log",
     "load_inputs",
@@ -81,6 +81,7 @@ _QUEUES_SCHEMA = StructType([
     StructField("store", StringType(), False), StructField("topic", StringType(), False),
     StructField("queue_id", IntegerType(), False), StructField("q_base", LongType(), False),
     StructField("q_end", LongType(), False), StructField("first_path", StringType(), False),
+    StructField("has_ext", IntegerType(), False),
 ])
 _STORES_SCHEMA = StructType([
     StructField("store", StringType(), False), StructField("log_start", LongType(), False),
@@ -98,7 +99,7 @@ CRC_COLUMNS = ["crc_ok", "body_crc", "body_length"]
 STATS_COLUMNS = ["tags", "keys"]
 ITEM_COLUMNS = ["store_path", "file", "hash_slot_num", "item_no", "key_hash", "phy_offset", "slot"]
 UNIT_COLUMNS = ["store_path", "topic", "queue_id", "file", "queue_offset", "position", "commit_log_offset", "size",
-                "tags_code"]
+                "tags_code", "ext_address"]
 #: ConsumeQueue units (and index items) per read task: at most the reader's default, and few
 #: enough that a small input still spreads over every core (one store's queues, or its index
 #: file, used to be a single task)
@@ -115,11 +116,11 @@ class AuditInputs:
     (:data:`UNIT_COLUMNS`) incl. pre-blank units, spread over every core; ``items``: rmq_index
     rows (:data:`ITEM_COLUMNS`); ``files``: one row per non-empty CommitLog file (store, file,
     base, hi, mapped_length, last); ``queues``: per queue its first queue offset and end
-    (``q_base``, ``q_end``) as ``verify`` sees them; ``stores``: per store the log's start/end,
-    file size, whether every file name is a multiple of it (``aligned``) and the checkpoint
-    values; ``driver``: findings computed on the driver (layout, abort, queues whose offsets
-    decrease); ``log_bytes``: the CommitLog bytes of all stores; ``store_rows``: the ``stores``
-    rows as tuples."""
+    (``q_base``, ``q_end``) as ``verify`` sees them, and whether it has a ConsumeQueueExt dir
+    (``has_ext``); ``stores``: per store the log's start/end, file size, whether every file name
+    is a multiple of it (``aligned``) and the checkpoint values; ``driver``: findings computed on
+    the driver (layout, abort, queues whose offsets decrease); ``log_bytes``: the CommitLog bytes
+    of all stores; ``store_rows``: the ``stores`` rows as tuples."""
 
     records: DataFrame
     units: DataFrame
@@ -161,7 +162,8 @@ def _store_meta(path: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]
         for (topic, qid), q in snap.consume_queues.items():
             base, units = q.units()
             first = os.path.relpath(q.files[0].file_name, snap.path) if q.files else ""
-            queues.append((snap.path, topic, qid, base, base + len(units), first))
+            queues.append((snap.path, topic, qid, base, base + len(units), first,
+                           int((topic, qid) in snap.consume_queue_exts)))
             n_units += len(units)
             # per queue, from the units the driver holds anyway (verify's _Queue.sorted)
             off = units["commit_log_offset"].astype(np.int64)[units["size"] != _PRE_BLANK]
@@ -488,7 +490,7 @@ def pointers(units: DataFrame, items: DataFrame, walks: DataFrame, stores: DataF
 
 
 _POINTER_SQL = ("lo_s.store, lo_s.`offset`, kind, file, position, log_file, `end`, topic, queue_id, queue_offset, "
-                "size, tags_code, item_no, key_hash")
+                "size, tags_code, ext_address, item_no, key_hash")
 
 
 def _located(units: DataFrame, items: DataFrame, walks: DataFrame, stores: DataFrame,
@@ -507,11 +509,13 @@ def _located(units: DataFrame, items: DataFrame, walks: DataFrame, stores: DataF
         ("lo_p", "SELECT store, commit_log_offset AS `offset`, 'cq' AS kind, file, position, "
                  "CAST(topic AS STRING) AS topic, CAST(queue_id AS INT) AS queue_id, "
                  "CAST(queue_offset AS BIGINT) AS queue_offset, CAST(size AS INT) AS size, "
-                 f"CAST(tags_code AS BIGINT) AS tags_code, {null.format('INT', 'item_no')}, "
+                 "CAST(tags_code AS BIGINT) AS tags_code, CAST(ext_address AS BIGINT) AS ext_address, "
+                 f"{null.format('INT', 'item_no')}, "
                  f"{null.format('INT', 'key_hash')} FROM {{units}} UNION ALL "
                  f"SELECT store, phy_offset, 'ix', file, {INDEX_HEADER_SIZE} + hash_slot_num * {HASH_SLOT_SIZE} + "
                  f"item_no * {INDEX_SIZE}, CAST(NULL AS STRING), CAST(NULL AS INT), CAST(NULL AS BIGINT), "
-                 "CAST(NULL AS INT), CAST(NULL AS BIGINT), CAST(item_no AS INT), CAST(key_hash AS INT) FROM {items}"),
+                 "CAST(NULL AS INT), CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), CAST(item_no AS INT), "
+                 "CAST(key_hash AS INT) FROM {items}"),
         ("lo_s", "SELECT /*+ BROADCAST(s) */ lo_p.*, s.file_size, s.aligned, s.log_start, s.log_end "
                  "FROM lo_p JOIN {stores} s ON lo_p.store = s.store"),
         ("lo_w", "SELECT store, file AS log_file, base, hi, `end` FROM {walks}"),
@@ -568,12 +572,15 @@ def _edges(located: DataFrame) -> DataFrame:
     return _sql(located.sparkSession, _edges_ctes(), "SELECT * FROM ed_f", located=located)
 
 
-#: what a unit must share with the record it points at (verify's ``_cq_to_log``)
+#: what a unit must share with the record it points at (verify's ``_cq_to_log``); a ConsumeQueueExt
+#: unit's tags code is its ext unit's (rmq_consumequeue resolves it), null where the address
+#: resolves to nothing: any tags then pass (RocketMQ's null tags code matches every filter), and
+#: the unit is ``cq_ext_unit_missing`` instead (:func:`_ext_lost_ctes`)
 _CQ_CHECKS = {
     "topic/queue": "(r_topic = topic AND r_qid = queue_id)",
     "queue offset": "(r_qo = queue_offset)",
     "size": "(r_size = size)",
-    "tags code": f"(r_tags = tags_code OR r_topic = {_q(SCHEDULE_TOPIC)} OR tags_code <= {MAX_ADDR})",
+    "tags code": f"(tags_code IS NULL OR r_tags = tags_code OR r_topic = {_q(SCHEDULE_TOPIC)})",
 }
 #: or a multi-dispatch (LMQ) unit: the record names this queue and queue offset (codec.multi_dispatch)
 _MULTI_OK = (f"({_CQ_CHECKS['size']} AND {_CQ_CHECKS['tags code']} AND coalesce(exists(r_multi, m -> "
@@ -593,14 +600,14 @@ def suspects(records: DataFrame, ptrs: DataFrame) -> DataFrame:
     units that disagree with their record, items whose hash the record lacks, and the records
     no unit confirms — few on a healthy store, so the caller persists the result and every check
     reads it."""
-    nulls = ", ".join(["NULL"] * 11)
+    nulls = ", ".join(["NULL"] * 12)
     ctes = [
         ("su_rec", "SELECT store, `offset`, file AS r_file, topic AS r_topic, queue_id AS r_qid, "
                    "queue_offset AS r_qo, size AS r_size, tags_code AS r_tags, "
                    f"{_EXPECTS} AS r_expects, key_hashes AS r_hashes, multi_dispatch AS r_multi FROM {{records}} "
                    "WHERE record_type = 'message'"),
         ("su_p", "SELECT store, `offset`, kind, file, position, log_file, `end`, topic, queue_id, queue_offset, size, "
-                 "tags_code, item_no, key_hash FROM {ptrs} WHERE `offset` < `end`"),
+                 "tags_code, ext_address, item_no, key_hash FROM {ptrs} WHERE `offset` < `end`"),
         ("su_j", "SELECT /*+ SHUFFLE_HASH(su_rec) */ * FROM su_p LEFT JOIN su_rec USING (store, `offset`)"),
         ("su_ok", "SELECT store, `offset` FROM su_j WHERE kind = 'cq' AND topic = r_topic AND queue_id = r_qid "
                   "AND queue_offset = r_qo"),
@@ -642,7 +649,8 @@ def _cq_suspects_ctes() -> _Ctes:
         *keep, "0 AS _kr")
     mismatch = _finding_sql(_q("error"), _q("cq_unit_mismatch"), "file", "position", _fmt(
         "%s queue offset %d -> record at %d: %s differ (unit size %d tags %d; record queue offset %d size %d "
-        "tags %d)", _QNAME, "queue_offset", "`offset`", what, "size", "tags_code", "r_qo", "r_size", "r_tags"),
+        "tags %d)", _QNAME, "queue_offset", "`offset`", what, "size", "coalesce(tags_code, ext_address)", "r_qo",
+        "r_size", "r_tags"),
         *keep, "1 AS _kr")
     return [
         ("cs_j", f"SELECT * FROM {{sus}} WHERE kind = 'cq' AND size != {_PRE_BLANK}"),
@@ -657,6 +665,29 @@ def _cq_suspects_ctes() -> _Ctes:
 def _cq_suspects(sus: DataFrame) -> DataFrame:
     """The units among the suspects that point at no record or disagree with it, to cap."""
     return _sql(sus.sparkSession, _cq_suspects_ctes(), "SELECT * FROM cs_c", sus=sus)
+
+
+def _ext_lost_ctes() -> _Ctes:
+    """``xl_c``: ``cq_ext_unit_missing`` (a warning, as ``verify``'s) for every real unit of
+    ``{units}`` whose ConsumeQueueExt address resolves to no unit, capped per queue, over
+    ``{queues}`` (``has_ext``: the queue has an ext dir)."""
+    where = ("CASE WHEN has_ext = 1 THEN 'no unit there' "
+             "ELSE 'the store has no consumequeue_ext run for this queue' END")
+    lost = _finding_sql(_q("warning"), _q("cq_ext_unit_missing"), "file", "position", _fmt(
+        "%s queue offset %d: tags code %d is a ConsumeQueueExt address (ext offset %d), %s: RocketMQ reads a null "
+        "tags code, which every tag filter matches", _QNAME, "queue_offset", "ext_address",
+        f"ext_address & {(1 << 63) - 1}", where), "topic", "queue_id", "queue_offset", "position")
+    return [
+        ("xl_f", f"SELECT /*+ BROADCAST(q) */ {lost} FROM (SELECT u.*, q.has_ext FROM {{units}} u JOIN {{queues}} q "
+                 "ON q.store = u.store AND q.topic = u.topic AND q.queue_id = u.queue_id "
+                 f"WHERE u.size != {_PRE_BLANK} AND u.ext_address IS NOT NULL AND u.tags_code IS NULL)"),
+        ("xl_c", _to_cap_sql("xl_f", ["store", "topic", "queue_id"], ["queue_offset"], "file", "position", "units")),
+    ]
+
+
+def ext_lost(units: DataFrame, queues: DataFrame) -> DataFrame:
+    """``cq_ext_unit_missing``: units whose ConsumeQueueExt address resolves to nothing (capped)."""
+    return _cap_all(_sql(units.sparkSession, _ext_lost_ctes(), "SELECT * FROM xl_c", units=units, queues=queues))
 
 
 def index_to_log(sus: DataFrame, ptrs: DataFrame) -> DataFrame:
@@ -821,8 +852,9 @@ def audit_inputs(inputs: AuditInputs, *, check_crc: bool = False) -> tuple[DataF
     sus = suspects(inp.records, located).persist(StorageLevel.MEMORY_AND_DISK)
     inp.derived.append(sus)
     ctes = [*_damage_ctes(check_crc), *_edges_ctes(), *_log_to_cq_ctes(), *_cq_suspects_ctes(),
-            *_index_suspects_ctes(),
-            ("to_cap", "SELECT * FROM lq_c UNION ALL SELECT * FROM cs_c UNION ALL SELECT * FROM is_c"),
+            *_index_suspects_ctes(), *_ext_lost_ctes(),
+            ("to_cap", "SELECT * FROM lq_c UNION ALL SELECT * FROM cs_c UNION ALL SELECT * FROM is_c "
+                       "UNION ALL SELECT * FROM xl_c"),
             *_cap_ctes("to_cap")]
     # few rows: one partition sorted, not a range partitioning (which samples its input in a job of its own)
     findings = _sql(spark, ctes, (

@@ -101,7 +101,11 @@ CONSUME_QUEUE_COLUMNS: list[Column] = [
     ("position", _L, False, "byte position of the unit inside its file"),
     ("commit_log_offset", _L, False, "where the record should start in the CommitLog"),
     ("size", _I, False, "the record's TOTALSIZE (0x7FFFFFFF for a pre-blank unit)"),
-    ("tags_code", _L, False, "tags hash, delay due time, or ConsumeQueueExt address"),
+    ("tags_code", _L, True, "tags hash or delay due time; for a ConsumeQueueExt unit its ext unit's (null when "
+                            "the address resolves to no unit: RocketMQ passes a null tags code, which every "
+                            "filter matches)"),
+    ("ext_address", _L, True, "the ConsumeQueueExt address (<= -2147483649) the unit's tags code field holds (store "
+                              "written with enableConsumeQueueExt); null for a plain tags code"),
     ("valid", _B, False, "false only for pre-blank units (emitted with include_pre_blank=true)"),
 ]
 

@@ -20,6 +20,12 @@ would; only the last split of a file reads past that point, so damage still ends
 record only a full decode rejects — a topic that is not UTF-8 — ends its own split, not the
 later ones.)
 
+A store written with ``enableConsumeQueueExt`` holds ConsumeQueueExt addresses in its units'
+tags code fields: ``rmq_consumequeue`` resolves them against ``consumequeue_ext/`` (one read-only
+map and one numpy gather per ext file a CQ file's addresses fall in) and returns the ext unit's
+tags code, or null where the address resolves to nothing, with the address as ``ext_address``,
+as ``rmqlab.inspect``'s CQ frames and ``verify`` do.
+
 Options (all strings): ``path``/``paths`` store dirs (comma-separated, globs); ``columns``: a
 comma-separated subset of the columns (the reader then builds and ships only those; the only way
 to get ``rmq_commitlog``'s ``key_hashes`` and ``multi_dispatch``); commitlog:
@@ -56,7 +62,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from rmqlab.codec.consume_queue_unit import CQ_STORE_UNIT_SIZE, units_view, valid_prefix
+from rmqlab.codec.consume_queue_ext_unit import gather_units, undecorate
+from rmqlab.codec.consume_queue_unit import CQ_STORE_UNIT_SIZE, MAX_ADDR, units_view, valid_prefix
 from rmqlab.codec.flags import (
     BORNHOST_V6_FLAG,
     MESSAGE_MAGIC_CODE_V1,
@@ -420,6 +427,8 @@ class ConsumeQueuePartition(InputPartition):
     path: str
     base: int  # the file's start, in bytes of the queue's logical space
     count: int
+    ext_dir: str | None = None  # the queue's consumequeue_ext/<topic>/<queueId> dir, when there is one
+    ext_file_size: int = 0  # the store's ext file size, inferred as rmqlab.inspect infers it
 
 
 def _valid_count(buf: Any) -> int:
@@ -443,10 +452,67 @@ def _valid_count_file(f: Any, nominal: int) -> int:
     return count
 
 
+def _ext_queues(store: str) -> tuple[dict[tuple[str, str], str], int]:
+    """``({(topic, queue dir name): ext dir}, ext file size)`` of a store's ``consumequeue_ext/``:
+    the file size inferred from every ext dir's file names and sizes (empty files included), as
+    ``rmqlab.inspect`` infers it (48 MiB by default)."""
+    root = os.path.join(store, "consumequeue_ext")
+    dirs: dict[tuple[str, str], str] = {}
+    evidence: list[tuple[list[str], list[int]]] = []
+    if not os.path.isdir(root):
+        return dirs, 0
+    for topic in sorted(os.listdir(root)):
+        tdir = os.path.join(root, topic)
+        if not os.path.isdir(tdir):
+            continue
+        for qname in sorted(os.listdir(tdir), key=lambda s: (len(s), s)):
+            qdir = os.path.join(tdir, qname)
+            if qname.isdigit() and os.path.isdir(qdir):
+                dirs[(topic, qname)] = qdir
+                names = sorted(n for n in os.listdir(qdir) if parse_offset_file_name(n) is not None
+                               and os.path.isfile(os.path.join(qdir, n)))
+                evidence.append((names, [os.path.getsize(os.path.join(qdir, n)) for n in names]))
+    return dirs, infer_file_size(evidence, 48 * 1024 * 1024)
+
+
+def resolve_ext(ext_dir: str | None, file_size: int, addresses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(found, tags_code)`` of each ConsumeQueueExt address (``<= MAX_ADDR``) in the queue's ext
+    dir, as ``rmqlab.inspect``'s ``ExtQueueFiles.resolve``: the unit at ``undecorate(address)`` in
+    the non-empty file named after ``real - real % file_size`` (read up to ``file_size``), there
+    when its 20-byte head fits and its size field is >= 1. One read-only map and one vectorised
+    gather per ext file the addresses fall in; no dir (``None``) resolves nothing."""
+    addr = np.asarray(addresses, dtype=np.int64)
+    found = np.zeros(len(addr), dtype=bool)
+    tags = np.zeros(len(addr), dtype=np.int64)
+    if ext_dir is None or not len(addr):
+        return found, tags
+    files = {start: (os.path.join(ext_dir, name), size) for name, start, size in _offset_files(ext_dir)}
+    is_addr = addr <= MAX_ADDR
+    # undecorate in int64: for a negative address, address - Long.MIN_VALUE clears the sign bit
+    real = np.where(is_addr, addr & np.int64(undecorate(-1)), -1)
+    starts = np.where(is_addr, real - real % file_size, -1)
+    for start in np.unique(starts[is_addr]).tolist():
+        if start not in files:
+            continue
+        sel = np.flatnonzero(starts == start)
+        f, buf = _open(files[start][0], file_size)
+        try:
+            hit, t, _ = gather_units(buf, real[sel] - start)
+            found[sel], tags[sel] = hit, t
+        finally:
+            if isinstance(buf, mmap.mmap):
+                buf.close()
+            f.close()
+    return found, tags
+
+
 def consume_queue_partitions(store: str) -> list[ConsumeQueuePartition]:
     """Per queue, its files from the first on, stopping after the first file not full of valid
-    units (what ``rmqlab.inspect`` reads). Reads the units with numpy: ~2 % of the log's size."""
+    units (what ``rmqlab.inspect`` reads). Reads the units with numpy: ~2 % of the log's size.
+    A queue with a ``consumequeue_ext/`` dir gets it (and the store's ext file size) along, so
+    its reader resolves ext addresses."""
     root = os.path.join(store, "consumequeue")
+    ext_dirs, ext_size = _ext_queues(store)
     parts: list[ConsumeQueuePartition] = []
     if not os.path.isdir(root):
         return parts
@@ -466,7 +532,8 @@ def consume_queue_partitions(store: str) -> list[ConsumeQueuePartition]:
             path = os.path.join(qdir, name)
             with open(path, "rb") as f:
                 count = _valid_count_file(f, nominal)
-            parts.append(ConsumeQueuePartition(store, topic, int(qname), path, base, count))
+            parts.append(ConsumeQueuePartition(store, topic, int(qname), path, base, count,
+                                               ext_dirs.get((topic, qname)), ext_size))
             if count * CQ_STORE_UNIT_SIZE < nominal:
                 break
     return parts
@@ -527,6 +594,15 @@ class ConsumeQueueReader(DataSourceReader):
         n = len(pos)
         if not n:
             return
+        stored = units["tags_code"][keep].astype(np.int64)
+        is_addr = stored <= MAX_ADDR
+        tags, lost = stored, np.zeros(n, bool)
+        if is_addr.any() and "tags_code" in self.arrow.names:  # only the tags code needs the ext files
+            sel = np.flatnonzero(is_addr)
+            found, ext_tags = resolve_ext(p.ext_dir, p.ext_file_size, stored[sel])
+            tags = stored.copy()
+            tags[sel[found]] = ext_tags[found]
+            lost[sel[~found]] = True
         make: dict[str, Any] = {
             "store_path": lambda t: pa.repeat(pa.scalar(p.store, t), n),
             "topic": lambda t: pa.repeat(pa.scalar(p.topic, t), n),
@@ -536,7 +612,8 @@ class ConsumeQueueReader(DataSourceReader):
             "position": lambda t: _np(pos * CQ_STORE_UNIT_SIZE, t),
             "commit_log_offset": lambda t: _np(units["commit_log_offset"][keep], t),
             "size": lambda t: _np(units["size"][keep], t),
-            "tags_code": lambda t: _np(units["tags_code"][keep], t),
+            "tags_code": lambda t: pa.array(tags, t, mask=lost),
+            "ext_address": lambda t: pa.array(stored, t, mask=~is_addr),
             "valid": lambda t: pa.array(real[keep], t),
         }
         yield pa.RecordBatch.from_arrays([make[f.name](f.type) for f in self.arrow], schema=self.arrow)

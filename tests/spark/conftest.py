@@ -111,3 +111,54 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def store_paths(stores: dict[str, Path], *names: str) -> list[str]:
     return [os.path.abspath(stores[n]) for n in (names or stores)]
+
+
+EXT_FILE = 1000  # tiny ConsumeQueueExt files: 49 units each, so every queue's run rolls
+
+
+def _write_ext_store(root: Path, n: int, queues: int) -> Path:
+    """A store written with ``enable_consume_queue_ext`` (and small CQ files): tagged, untagged
+    and delayed messages (the schedule topic's tags codes are due times, through ext units too)."""
+    from rmqlab.clock import ManualClock
+    from rmqlab.config import MessageStoreConfig
+    from rmqlab.store.message import Message
+    from rmqlab.store.message_store import MessageStore
+
+    config = MessageStoreConfig.small(str(root), enable_consume_queue_ext=True,
+                                      mapped_file_size_consume_queue_ext=EXT_FILE)
+    clock = ManualClock(1_700_000_000_000)
+    with MessageStore.open(str(root), config, clock=clock, threaded=False) as store:
+        for i in range(n):
+            msg = Message("Orders", b"b%d" % i, tags=["TagA", "TagB", None][i % 3], keys=[f"k{i}"],
+                          queue_id=i % queues, delay_time_level=1 if i % 50 == 7 else 0)
+            assert store.put_message(msg).ok
+            clock.advance(3)
+        store.step()
+        assert store.wait_dispatched()
+    return root
+
+
+@pytest.fixture(scope="session")
+def ext_stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """name -> store dir written with ConsumeQueueExt: clean; damaged (queue 1's last ext file
+    deleted, one of its units saying another tag, queue 0's second ext file cut short and a
+    unit's size field zeroed); and one whose consumequeue_ext/ is gone (over 1000 units lost in
+    one queue: the cap)."""
+    from rmqlab.codec.java_hash import java_hash
+    from rmqlab.testing import damage
+
+    base = tmp_path_factory.mktemp("spark-ext-stores")
+    out = {"ext": _write_ext_store(base / "ext", 400, 2)}
+    s = out["ext-damaged"] = base / "ext-damaged"
+    shutil.copytree(out["ext"], s)
+    q1 = s / "consumequeue_ext" / "Orders" / "1"
+    files = sorted(q1.iterdir())
+    files[-1].unlink()
+    damage.set_bytes(files[0], 3 * 20 + 2, struct.pack(">q", java_hash("TagZ")))
+    q0 = sorted((s / "consumequeue_ext" / "Orders" / "0").iterdir())
+    damage.set_bytes(q0[0], 5 * 20, struct.pack(">h", 0))
+    with open(q0[1], "r+b") as fh:
+        fh.truncate(EXT_FILE // 2)
+    s = out["ext-no-run"] = _write_ext_store(base / "ext-no-run", 1100, 1)
+    shutil.rmtree(s / "consumequeue_ext")
+    return out

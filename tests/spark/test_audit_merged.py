@@ -23,6 +23,13 @@ def _verify(path: str, check_crc: bool = False) -> list[tuple[Any, ...]]:
         return [(f.severity, f.kind, snap.path, f.file, f.offset, f.message) for f in snap.verify(check_crc=check_crc)]
 
 
+def _digests(paths: list[str]) -> dict[str, str]:
+    import hashlib
+
+    return {os.path.join(d, f): hashlib.sha256(Path(d, f).read_bytes()).hexdigest()
+            for p in paths for d, _, files in os.walk(p) for f in files}
+
+
 def test_local_tables_equal_created_frames(spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     from rmqlab.spark import jobs
 
@@ -115,3 +122,34 @@ def test_crc_check_and_caps_equal_verify(spark: Any, stores: dict[str, Any], tmp
     assert got == want
     assert Counter(f[1] for f in got)["commitlog_crc_mismatch"] == 1
     assert any(f[5].startswith("... and ") and f[5].endswith("(not listed)") for f in got)
+
+
+def test_audit_of_consume_queue_ext_stores_equals_verify(spark: Any, ext_stores: dict[str, Any]) -> None:
+    """Stores written with ConsumeQueueExt (tiny ext files that roll): tags checked through the
+    ext units, addresses that resolve to nothing (a deleted, a cut and a zeroed ext file region,
+    no consumequeue_ext/ at all) are verify's ``cq_ext_unit_missing`` warnings, capped per queue."""
+    from rmqlab.spark.jobs import audit_inputs, ext_lost, load_inputs
+
+    paths = store_paths(ext_stores)
+    before = _digests(paths)
+    inp = load_inputs(spark, paths)
+    try:
+        findings, _summary = audit_inputs(inp)
+        got = [tuple(r) for r in findings.collect()]
+        step = sorted(tuple(r) for r in ext_lost(inp.units, inp.queues).collect())
+    finally:
+        inp.unpersist()
+    want = [f for p in paths for f in _verify(p)]
+    assert sorted(got) == sorted(want)
+    assert step == sorted(f for f in want if f[1] == "cq_ext_unit_missing")
+    assert _digests(paths) == before  # read-only
+    kinds = Counter((os.path.basename(f[2]), f[0], f[1]) for f in got)
+    assert not [k for k in kinds if k[0] == "ext" and k[1] != "info"]  # tags agree through the ext units
+    assert kinds[("ext-damaged", "error", "cq_unit_mismatch")] == 1  # the unit saying TagZ
+    assert kinds[("ext-damaged", "warning", "cq_ext_unit_missing")] > 1
+    assert kinds[("ext-damaged", "error", "file_size_mismatch")] == 1  # the cut ext file
+    lost = [f for f in got if f[2].endswith("ext-no-run") and f[1] == "cq_ext_unit_missing"]
+    assert len(lost) > 1000
+    assert lost[0][0] == "warning"
+    assert any(f[5].startswith("... and ") for f in lost)
+    assert all("no consumequeue_ext run" in f[5] for f in lost if not f[5].startswith("... and "))

@@ -122,12 +122,15 @@ def test_multi_dispatch_column(spark: Any, stores: dict[str, Any]) -> None:
         assert bool(got) == (name == "lmq")
 
 
-def test_consume_queue_rows_equal_snapshot(spark: Any, stores: dict[str, Any]) -> None:
+def test_consume_queue_rows_equal_snapshot(spark: Any, stores: dict[str, Any], ext_stores: dict[str, Any]) -> None:
+    """The rows are the snapshot's CQ frames, ConsumeQueueExt stores included: the resolved tags
+    code (null where the frame keeps an address that resolves to nothing) and ``ext_address``."""
     from chispa import assert_df_equality
 
     from rmqlab.inspect import open_snapshot
+    from rmqlab.spark import schemas
 
-    paths = store_paths(stores, "clean-small", "crash-tail", "rmqlab")
+    paths = store_paths(stores, "clean-small", "crash-tail", "rmqlab") + store_paths(ext_stores)
     got = spark.read.format("rmq_consumequeue").load(",".join(paths))
     frames = []
     for p in paths:
@@ -141,8 +144,15 @@ def test_consume_queue_rows_equal_snapshot(spark: Any, stores: dict[str, Any]) -
     want = pd.concat(frames, ignore_index=True)
     want["size"] = want["size"].astype(np.int32)
     want["valid"] = True
+    lost = want["ext_address"].notna() & (want["tags_code"] == want["ext_address"]).fillna(False)
+    want["tags_code"] = want["tags_code"].astype(object).where(~lost, None)
+    want["ext_address"] = want["ext_address"].astype(object).where(want["ext_address"].notna(), None)
+    assert lost.sum() > 1100
+    assert want["ext_address"].notna().sum() == 400 + 400 + 1100  # every unit of the three ext stores
     cols = ["store_path", "topic", "queue_id", "file", "queue_offset", "position", "commit_log_offset", "size",
-            "tags_code", "valid"]
+            "tags_code", "ext_address", "valid"]
+    assert got.columns == [c[0] for c in schemas.CONSUME_QUEUE_COLUMNS]
+    assert got.columns == cols
     expected = spark.createDataFrame(want[cols].astype(object).to_dict("records"), got.select(*cols).schema)
     assert_df_equality(got.select(*cols), expected, ignore_row_order=True, ignore_nullable=True)
 

@@ -348,8 +348,8 @@ def cq(store: Path, hash_slot_num: int | None, index_num: int | None, topic: str
 
     JSON: a list of {queue_offset, commit_log_offset, size, tags_code, file, position, ext_address},
     written as read, except that a unit holding a ConsumeQueueExt address (enableConsumeQueueExt)
-    shows it as ext_address (else null) and the real tags code from its ext unit as tags_code (the
-    address again when it resolves to nothing); the table shows the first 1,000 units unless
+    shows it as ext_address (else null) and the real tags code from its ext unit as tags_code (null
+    when it resolves to nothing, as RocketMQ's readers pass it); the table shows the first 1,000 units unless
     --limit is given.
 
     Example: rmqlab cq data/clean-small TopicA 0 --from 10 --limit 5

@@ -289,7 +289,8 @@ def consume_queue_frame(snap: StoreSnapshot, topic: str, queue_id: int, start: i
 
     A unit written with ``enableConsumeQueueExt`` holds an ext address in its tags code field:
     ``ext_address`` is that address (``<NA>`` for a plain tags code) and ``tags_code`` the real
-    tags code from its ext unit, or the address itself when it resolves to no unit."""
+    tags code from its ext unit, or ``<NA>`` when it resolves to no unit (RocketMQ's readers then
+    pass a null tags code, which every tag filter matches)."""
     q = snap.consume_queues.get((topic, queue_id))
     if q is None:
         from rmqlab.errors import ConfigError
@@ -341,6 +342,11 @@ def _resolve_ext(snap: StoreSnapshot, key: tuple[str, int], tags: np.ndarray) ->
         found, real, _ = ext.resolve(tags[sel])
         tags = tags.copy()
         tags[sel[found]] = real[found]
+        is_addr[sel[found]] = False
+    if is_addr.any():  # unresolved: RocketMQ's readers pass a null tags code (Spark's rows say NULL too)
+        out = pd.array(tags, dtype="Int64")
+        out[is_addr] = pd.NA
+        return out, address
     return tags, address
 
 

@@ -38,7 +38,7 @@ def _digest(root: str) -> dict[str, str]:
 def test_a_batch_cq_topic_cannot_be_created_on_a_5x_store(tmp_path: Path) -> None:
     root = str(tmp_path / "s")
     with MessageStore.open(root, MessageStoreConfig.small(root, rocketmq_version="5.3.3"), threaded=False) as store:
-        with pytest.raises(ConfigError, match="queue.type=BatchCQ"):
+        with pytest.raises(ConfigError, match=r"queue\.type=BatchCQ"):
             store.topic_config_manager.update(TopicConfig("Batched", attributes={"queue.type": "BatchCQ"}))
         assert store.topic_config_manager.get("Batched") is None
         store.topic_config_manager.update(TopicConfig("Simple", attributes={"queue.type": "SimpleCQ"}))

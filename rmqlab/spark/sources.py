@@ -452,6 +452,19 @@ def _valid_count_file(f: Any, nominal: int) -> int:
     return count
 
 
+def _queue_dirs(root: str) -> Iterator[tuple[str, str, str]]:
+    """``(topic, queue dir name, queue dir)`` of every ``<root>/<topic>/<digits>/`` dir, in the
+    order the snapshot lists them (topics sorted, queue ids numerically)."""
+    for topic in sorted(os.listdir(root)):
+        tdir = os.path.join(root, topic)
+        if not os.path.isdir(tdir):
+            continue
+        for qname in sorted(os.listdir(tdir), key=lambda s: (len(s), s)):
+            qdir = os.path.join(tdir, qname)
+            if qname.isdigit() and os.path.isdir(qdir):
+                yield topic, qname, qdir
+
+
 def _ext_queues(store: str) -> tuple[dict[tuple[str, str], str], int]:
     """``({(topic, queue dir name): ext dir}, ext file size)`` of a store's ``consumequeue_ext/``:
     the file size inferred from every ext dir's file names and sizes (empty files included), as
@@ -461,17 +474,11 @@ def _ext_queues(store: str) -> tuple[dict[tuple[str, str], str], int]:
     evidence: list[tuple[list[str], list[int]]] = []
     if not os.path.isdir(root):
         return dirs, 0
-    for topic in sorted(os.listdir(root)):
-        tdir = os.path.join(root, topic)
-        if not os.path.isdir(tdir):
-            continue
-        for qname in sorted(os.listdir(tdir), key=lambda s: (len(s), s)):
-            qdir = os.path.join(tdir, qname)
-            if qname.isdigit() and os.path.isdir(qdir):
-                dirs[(topic, qname)] = qdir
-                names = sorted(n for n in os.listdir(qdir) if parse_offset_file_name(n) is not None
-                               and os.path.isfile(os.path.join(qdir, n)))
-                evidence.append((names, [os.path.getsize(os.path.join(qdir, n)) for n in names]))
+    for topic, qname, qdir in _queue_dirs(root):
+        dirs[(topic, qname)] = qdir
+        names = sorted(n for n in os.listdir(qdir) if parse_offset_file_name(n) is not None
+                       and os.path.isfile(os.path.join(qdir, n)))
+        evidence.append((names, [os.path.getsize(os.path.join(qdir, n)) for n in names]))
     return dirs, infer_file_size(evidence, 48 * 1024 * 1024)
 
 
@@ -516,15 +523,7 @@ def consume_queue_partitions(store: str) -> list[ConsumeQueuePartition]:
     parts: list[ConsumeQueuePartition] = []
     if not os.path.isdir(root):
         return parts
-    queues: list[tuple[str, str, str, list[tuple[str, int, int]]]] = []
-    for topic in sorted(os.listdir(root)):
-        tdir = os.path.join(root, topic)
-        if not os.path.isdir(tdir):
-            continue
-        for qname in sorted(os.listdir(tdir), key=lambda s: (len(s), s)):
-            qdir = os.path.join(tdir, qname)
-            if qname.isdigit() and os.path.isdir(qdir):
-                queues.append((topic, qname, qdir, _offset_files(qdir)))
+    queues = [(topic, qname, qdir, _offset_files(qdir)) for topic, qname, qdir in _queue_dirs(root)]
     # a file's units are read up to the queues' file size (not past it: bytes appended by damage)
     nominal = _nominal_size([q[3] for q in queues], 300_000 * CQ_STORE_UNIT_SIZE)
     for topic, qname, qdir, files in queues:

@@ -10,11 +10,13 @@ import datetime as _dt
 import os
 import re
 from collections import Counter
+from collections.abc import Iterable
 from itertools import pairwise
 
 from rmqlab.errors import InvalidTopic
 
 __all__ = [
+    "COMPACTION_DIR",
     "CONSUME_QUEUE_EXT_DIR",
     "TOPIC_MAX_LENGTH",
     "consume_queue_dir",
@@ -22,6 +24,7 @@ __all__ = [
     "index_file_name",
     "infer_file_size",
     "is_lmq_topic",
+    "is_rocksdb_listing",
     "is_system_topic",
     "offset_to_file_name",
     "parse_index_file_name",
@@ -33,6 +36,7 @@ __all__ = [
 TOPIC_MAX_LENGTH = 127  # TopicValidator.TOPIC_MAX_LENGTH
 CONSUME_QUEUE_EXT_DIR = "consumequeue_ext"  # StorePathConfigHelper.getStorePathConsumeQueueExt
 BATCH_CONSUME_QUEUE_DIR = "batchconsumequeue"  # 5.x BatchConsumeQueue (spec §3.8): not modelled
+COMPACTION_DIR = "compaction"  # 5.x CompactionStore: compactionLog/, compactionCq/ (cleanup.policy=COMPACTION)
 
 # TopicValidator.SYSTEM_TOPIC_SET (5.x; a broker adds more at run time, all named rmq_sys_*)
 SYSTEM_TOPICS = frozenset({
@@ -49,6 +53,15 @@ _INDEX_NAME = re.compile(r"[0-9]{17}")
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 _ONE_MS = _dt.timedelta(milliseconds=1)
 _NAME_MAX = 255  # longest directory name most file systems accept
+
+
+def is_rocksdb_listing(names: Iterable[str]) -> bool:
+    """True when a directory's entries are a RocksDB database's: a ``CURRENT`` file naming a
+    ``MANIFEST-*`` beside it. 5.x keeps its RocksDB consume queue directly in ``consumequeue/``
+    (``storeType=defaultRocksDB``, or beside the file queues with ``rocksdbCQDoubleWriteEnable``;
+    spec §1). Pass only the plain files' names: a topic directory named ``CURRENT`` is a topic."""
+    names = set(names)
+    return "CURRENT" in names and any(n.startswith("MANIFEST-") for n in names)
 
 
 def offset_to_file_name(offset: int) -> str:

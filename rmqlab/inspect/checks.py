@@ -53,7 +53,7 @@ from rmqlab.codec.consume_queue_unit import CQ_STORE_UNIT_SIZE, MAX_ADDR
 from rmqlab.codec.flags import SCHEDULE_TOPIC, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
 from rmqlab.codec.index_layout import HASH_SLOT_SIZE, INDEX_HEADER_SIZE, INDEX_SIZE, index_file_size
 from rmqlab.codec.multi_dispatch import MultiDispatchPairs, is_multi_dispatch_unit
-from rmqlab.codec.names import BATCH_CONSUME_QUEUE_DIR, parse_offset_file_name
+from rmqlab.codec.names import BATCH_CONSUME_QUEUE_DIR, COMPACTION_DIR, parse_offset_file_name
 from rmqlab.inspect.frames import index_items, index_slots
 
 if TYPE_CHECKING:
@@ -167,18 +167,36 @@ class _FileRecords:
 
 
 # ------------------------------------------------------------------------------------ verify
-def verify(snap: StoreSnapshot, *, check_crc: bool = False,
-           progress: Callable[[int], None] | None = None) -> Iterator[Finding]:
-    """Yield findings one at a time (see the module docstring); never raises for bad data."""
-    yield from _check_layout(snap)
+def store_notes(snap: StoreSnapshot) -> Iterator[Finding]:
+    """The store-level findings that come before any file is checked: parts of a 5.x store that
+    rmqlab does not read (so their absence elsewhere is no damage), and an ``abort`` file. Shared by
+    :func:`verify` and the Spark audit, which must report the same."""
     bcq = os.path.join(snap.path, BATCH_CONSUME_QUEUE_DIR)
     if os.path.isdir(bcq) and os.listdir(bcq):
         yield Finding("warning", "batch_consume_queue_not_read", BATCH_CONSUME_QUEUE_DIR, 0,
                       "5.x BatchConsumeQueue files (topics with queue.type=BatchCQ) are not read by rmqlab: "
                       "those topics' records show as in no consume queue, and MessageStore.open refuses the store")
+    if snap.rocksdb_consume_queue:
+        beside = ("the file consume queues beside it are checked" if snap.consume_queues else
+                  "there are no file consume queues, so records are not checked against any")
+        yield Finding("warning", "rocksdb_consume_queue_not_read", "consumequeue/CURRENT", 0,
+                      "5.x RocksDB consume queue (storeType=defaultRocksDB or rocksdbCQDoubleWriteEnable) is "
+                      f"not read by rmqlab: {beside}; MessageStore.open refuses the store")
+    if snap.compaction_files:
+        yield Finding("info", "compaction_not_read", snap.compaction_files[0], 0,
+                      f"5.x compaction store ({len(snap.compaction_files)} files under {COMPACTION_DIR}/, topics "
+                      "with cleanup.policy=COMPACTION) is not read: those topics' compacted messages are only "
+                      "shown while their commit log records last")
     if snap.abort_present:
         yield Finding("info", "abort_present", "abort", 0,
                       "abort file present: the last exit was not clean; opening runs abnormal recovery")
+
+
+def verify(snap: StoreSnapshot, *, check_crc: bool = False,
+           progress: Callable[[int], None] | None = None) -> Iterator[Finding]:
+    """Yield findings one at a time (see the module docstring); never raises for bad data."""
+    yield from _check_layout(snap)
+    yield from store_notes(snap)
     queue_ids = {k: i for i, k in enumerate(snap.consume_queues)}
     queues: dict[int, _Queue] = {}
     for k, i in queue_ids.items():
@@ -204,7 +222,8 @@ def verify(snap: StoreSnapshot, *, check_crc: bool = False,
         yield from found
         newest_ts = max(newest_ts, recs.newest_ts)
         lo, hi = mf.file_from_offset, mf.file_from_offset + snap.commit_log_file_size
-        yield from _log_to_cq(snap, mf, recs, queues)
+        if not (snap.rocksdb_consume_queue and not queues):  # (the queues are in RocksDB)
+            yield from _log_to_cq(snap, mf, recs, queues)
         yield from _cq_to_log(snap, recs, queues, queue_ids, lo, hi)
         yield from _index_to_log(recs, indexes, lo, hi)
         if progress is not None:

@@ -46,7 +46,7 @@ from rmqlab.codec.consume_queue_unit import CQ_STORE_UNIT_SIZE, CQ_UNIT_DTYPE, M
 from rmqlab.codec.flags import BLANK_MAGIC_CODE
 from rmqlab.codec.index_layout import choose_index_layout, index_file_size
 from rmqlab.codec.message import BlankRecord, MessageRecord, decode_message
-from rmqlab.codec.names import infer_file_size, parse_offset_file_name
+from rmqlab.codec.names import COMPACTION_DIR, infer_file_size, is_rocksdb_listing, parse_offset_file_name
 from rmqlab.codec.scan import RecordColumns, header_hop, scan_records
 from rmqlab.codec.walk import iter_records
 from rmqlab.errors import ConfigError, CorruptRecord, NotAStore
@@ -155,7 +155,9 @@ class StoreSnapshot:
     """A read-only view of one store dir. Use as a context manager or call :meth:`close`.
 
     Attributes: ``commit_log_files`` (``MappedFile`` list, oldest first), ``consume_queues``
-    (``{(topic, queue_id): QueueFiles}``), ``index_paths``, ``abort_present``, the inferred
+    (``{(topic, queue_id): QueueFiles}``), ``index_paths``, ``abort_present``,
+    ``rocksdb_consume_queue`` (5.x keeps consume queues in a RocksDB database in ``consumequeue/``,
+    which is not read), ``compaction_files`` (5.x compaction logs, not read), the inferred
     ``commit_log_file_size``, ``consume_queue_file_size``, ``hash_slot_num``, ``index_num``.
     DataFrames come from the methods (built in :mod:`rmqlab.inspect.frames`).
     """
@@ -193,6 +195,8 @@ class StoreSnapshot:
             self.close()
             raise
         self.abort_present = os.path.exists(os.path.join(self.path, "abort"))
+        self.rocksdb_consume_queue = is_rocksdb_listing(_plain_files(os.path.join(self.path, "consumequeue")))
+        self.compaction_files = _files_below(os.path.join(self.path, COMPACTION_DIR))
 
     # ------------------------------------------------------------------ opening
     def _map_commit_log(self, file_size: int | None) -> None:
@@ -510,6 +514,27 @@ class StoreSnapshot:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _plain_files(directory: str) -> list[str]:
+    """Names of the regular files directly in ``directory`` (none when it does not exist)."""
+    try:
+        with os.scandir(directory) as it:
+            return [e.name for e in it if e.is_file(follow_symlinks=False)]
+    except OSError:
+        return []
+
+
+def _files_below(directory: str) -> list[str]:
+    """Paths (relative to ``directory``'s parent) of the non-empty files below ``directory``."""
+    out: list[str] = []
+    parent = os.path.dirname(directory)
+    for dirpath, _dirs, files in os.walk(directory):
+        for f in sorted(files):
+            full = os.path.join(dirpath, f)
+            if os.path.getsize(full):
+                out.append(os.path.relpath(full, parent))
+    return sorted(out)
 
 
 def _queue_dirs(root: str) -> list[tuple[str, int, list[str], list[int]]]:

@@ -88,6 +88,7 @@ _STORES_SCHEMA = StructType([
     StructField("log_end", LongType(), False), StructField("has_files", IntegerType(), False),
     StructField("cp_present", IntegerType(), False), StructField("physic", LongType(), True),
     StructField("logics", LongType(), True), StructField("index", LongType(), True),
+    StructField("cq_read", IntegerType(), False),  # 0: its consume queues are in RocksDB only (not read)
     StructField("file_size", LongType(), False), StructField("aligned", IntegerType(), False),
 ])
 
@@ -143,7 +144,7 @@ class AuditInputs:
 
 # ------------------------------------------------------------------------------------ inputs
 def _store_meta(path: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], tuple[Any, ...], list[Any], int]:
-    from rmqlab.inspect.checks import Finding, _check_layout, _Index, _index_chains
+    from rmqlab.inspect.checks import Finding, _check_layout, _Index, _index_chains, store_notes
     from rmqlab.inspect.snapshot import open_snapshot
 
     with open_snapshot(path) as snap:
@@ -155,10 +156,7 @@ def _store_meta(path: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]
                   mf.file_from_offset + size, mf.mapped_length, int(n >= last_data)) for n, mf in enumerate(log)]
         queues = []
         n_units = 0
-        found: list[Finding] = list(_check_layout(snap))
-        if snap.abort_present:
-            found.append(Finding("info", "abort_present", "abort", 0,
-                                 "abort file present: the last exit was not clean; opening runs abnormal recovery"))
+        found: list[Finding] = [*_check_layout(snap), *store_notes(snap)]
         for (topic, qid), q in snap.consume_queues.items():
             base, units = q.units()
             first = os.path.relpath(q.files[0].file_name, snap.path) if q.files else ""
@@ -177,7 +175,8 @@ def _store_meta(path: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]
         aligned = int(size > 0 and all(mf.file_from_offset % size == 0 for mf in log))
         store = (snap.path, snap.min_offset, end, int(bool(log)), int(cp is not None),
                  cp.physic_msg_timestamp if cp else None, cp.logics_msg_timestamp if cp else None,
-                 cp.index_msg_timestamp if cp else None, size, aligned)
+                 cp.index_msg_timestamp if cp else None,
+                 int(not (snap.rocksdb_consume_queue and not snap.consume_queues)), size, aligned)
         driver = [(f.severity, f.kind, snap.path, f.file, f.offset, f.message) for f in found]
     return files, queues, store, driver, n_units
 
@@ -726,13 +725,14 @@ def _index_suspects(sus: DataFrame) -> DataFrame:
     return _sql(sus.sparkSession, _index_suspects_ctes(), "SELECT * FROM is_c", sus=sus)
 
 
-def log_to_cq(sus: DataFrame, units: DataFrame, queues: DataFrame, walks: DataFrame) -> DataFrame:
+def log_to_cq(sus: DataFrame, units: DataFrame, queues: DataFrame, walks: DataFrame, stores: DataFrame) -> DataFrame:
     """Every record (but PREPARED/ROLLBACK) has its unit: ``not_in_consume_queue`` (warning) when the
-    queue or the unit is missing, ``consume_queue_points_elsewhere`` when its unit points elsewhere.
+    queue or the unit is missing, ``consume_queue_points_elsewhere`` when its unit points elsewhere;
+    not for a store whose consume queues are in RocksDB only (``stores.cq_read = 0``: not read).
 
     A record is fine when a unit with its topic, queue and queue offset points at it (found by
     :func:`suspects`); only the other records (few) are looked up by queue offset."""
-    return _cap_all(_log_to_cq(sus, units, queues, walks))
+    return _cap_all(_log_to_cq(sus, units, queues, walks, stores))
 
 
 def _log_to_cq_ctes() -> _Ctes:
@@ -751,7 +751,8 @@ def _log_to_cq_ctes() -> _Ctes:
                  "r_topic AS topic, r_qid AS queue_id, r_qo AS queue_offset FROM {sus} WHERE kind = 'r') s "
                  "LEFT JOIN {queues} q ON q.store = s.store AND q.topic = s.topic AND q.queue_id = s.queue_id "
                  "JOIN (SELECT store, file, `end` AS _end FROM {walks}) w ON w.store = s.store AND w.file = s.file"),
-        ("lq_a", f"SELECT {no_queue} FROM lq_m WHERE q_base IS NULL UNION ALL "
+        ("lq_a", f"SELECT {no_queue} FROM lq_m WHERE q_base IS NULL AND store NOT IN "
+                 "(SELECT store FROM {stores} WHERE cq_read = 0) UNION ALL "
                  f"SELECT {past} FROM lq_m WHERE queue_offset >= q_end"),
         ("lq_i", "SELECT * FROM lq_m WHERE queue_offset >= q_base AND queue_offset < q_end"),
         ("lq_u", "SELECT store, topic, queue_id, queue_offset, commit_log_offset AS u_off FROM {units}"),
@@ -763,9 +764,10 @@ def _log_to_cq_ctes() -> _Ctes:
     ]
 
 
-def _log_to_cq(sus: DataFrame, units: DataFrame, queues: DataFrame, walks: DataFrame) -> DataFrame:
+def _log_to_cq(sus: DataFrame, units: DataFrame, queues: DataFrame, walks: DataFrame,
+               stores: DataFrame) -> DataFrame:
     return _sql(sus.sparkSession, _log_to_cq_ctes(), "SELECT * FROM lq_c", sus=sus, units=units, queues=queues,
-                walks=walks)
+                walks=walks, stores=stores)
 def outside_log(units: DataFrame, items: DataFrame, stores: DataFrame) -> DataFrame:
     """Units/items pointing before the first CommitLog file (``info``: cleaned up) or past the last
     file's end (``error``): one finding per queue / index file, at its first such entry."""
@@ -862,7 +864,7 @@ def audit_inputs(inputs: AuditInputs, *, check_crc: bool = False) -> tuple[DataF
         "UNION ALL SELECT * FROM dm_f UNION ALL SELECT * FROM ed_f UNION ALL SELECT * FROM cap_f) "
         "SORT BY store, file, `offset`, kind, message"),
         driver=inp.driver, local=local, records=inp.records, walks=walks, located=located, sus=sus, units=inp.units,
-        queues=inp.queues)
+        queues=inp.queues, stores=inp.stores)
     # one analysis of the findings' (large) plan, not two (groupBy, then orderBy)
     summary = _sql(spark, [], "SELECT store, severity, kind, count(1) AS findings FROM {findings} "
                    "GROUP BY store, severity, kind ORDER BY store, severity, kind", findings=findings)

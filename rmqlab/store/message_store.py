@@ -38,7 +38,14 @@ from rmqlab.codec.flags import (
     TIMER_TOPIC,
 )
 from rmqlab.codec.message import PHYSICAL_OFFSET_POSITION, MessageRecord, decode_message, store_timestamp_position
-from rmqlab.codec.names import BATCH_CONSUME_QUEUE_DIR, CONSUME_QUEUE_EXT_DIR, is_lmq_topic, is_system_topic
+from rmqlab.codec.names import (
+    BATCH_CONSUME_QUEUE_DIR,
+    COMPACTION_DIR,
+    CONSUME_QUEUE_EXT_DIR,
+    is_lmq_topic,
+    is_rocksdb_listing,
+    is_system_topic,
+)
 from rmqlab.codec.scan import header_hop
 from rmqlab.codec.walk import check_message_and_return_size
 from rmqlab.config import MessageStoreConfig
@@ -404,6 +411,8 @@ class MessageStore:
             return False
         if not self._batch_cq_absent():
             return False
+        if not self._rocksdb_cq_absent():
+            return False
         self.last_exit_ok = not self.abort_file.exists()
         if not self.commit_log.load():
             err = getattr(self.commit_log.mapped_file_queue, "load_error", "")
@@ -447,6 +456,31 @@ class MessageStore:
         self.load_error = (f"{what}: 5.x BatchConsumeQueue is not modelled by rmqlab (opening the store would "
                            "dispatch those topics into plain consume queues); inspect it read-only with "
                            "`rmqlab inspect` / `rmqlab verify`")
+        return False
+
+    def _rocksdb_cq_absent(self) -> bool:
+        """A store whose ``consumequeue/`` holds a RocksDB database (5.x ``storeType=defaultRocksDB``,
+        or ``rocksdbCQDoubleWriteEnable`` beside the file queues; spec §1) is refused: rmqlab reads
+        and writes file consume queues only, so it would rebuild them from the commit log (or keep
+        writing the file ones) and leave the broker's RocksDB queues behind -- after which the
+        broker answers differently from what rmqlab showed. A ``compaction/`` store (5.x compacted
+        topics) is only logged: the broker compacts from the commit log on its own, from its checkpoint."""
+        cq_dir = os.path.join(self.root, "consumequeue")
+        try:
+            with os.scandir(cq_dir) as it:
+                plain = [e.name for e in it if e.is_file(follow_symlinks=False)]
+        except OSError:
+            plain = []
+        compaction = os.path.join(self.root, COMPACTION_DIR)
+        if os.path.isdir(compaction) and any(files for _, _, files in os.walk(compaction)):
+            log.warning("%s: 5.x compaction files (topics with cleanup.policy=COMPACTION) are not read or "
+                        "written by rmqlab; the broker resumes compacting from its own position-checkpoint", compaction)
+        if not is_rocksdb_listing(plain):
+            return True
+        self.load_error = (f"{cq_dir} holds a RocksDB database (5.x storeType=defaultRocksDB or "
+                           "rocksdbCQDoubleWriteEnable): rmqlab reads and writes file consume queues only, so opening "
+                           "the store would leave the broker's RocksDB consume queues behind; inspect it read-only "
+                           "with `rmqlab inspect` / `rmqlab verify` (the commit log and index are read)")
         return False
 
     def _warn_ext_ignored(self) -> None:

@@ -97,6 +97,11 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out["lmq"] = s
     room1 = s / "consumequeue" / "%LMQ%room-1" / "0" / f"{0:020d}"
     damage.set_bytes(room1, 2 * 20 + 12, damage.read_bytes(room1, 3 * 20 + 12, 8))  # unit 2's tags = unit 3's
+    # a 5.x store whose consume queues are in RocksDB (not read: no not_in_consume_queue flood)
+    # and which has compaction files (not read): two notes, nothing else
+    s = out["rocksdb"] = _copy("clean-small", base / "rocksdb")
+    plant_rocksdb_consume_queue(s, keep_file_queues=False)
+    plant_compaction_files(s)
     # an empty store (commitlog/ exists, no files) and a store of blank records only
     empty = out["empty"] = base / "empty"
     (empty / "commitlog").mkdir(parents=True)
@@ -107,6 +112,29 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         struct.pack_into(">ii", data, 0, 65536, -875286124)
         (blank / "commitlog" / f"{n * 65536:020d}").write_bytes(bytes(data))
     return out
+
+
+def plant_rocksdb_consume_queue(root: Path, *, keep_file_queues: bool) -> None:
+    """What a 5.x broker with ``storeType=defaultRocksDB`` leaves in ``consumequeue/``: a RocksDB
+    database's files (their content is RocksDB's business; only the names say what it is),
+    without the file queues unless ``keep_file_queues`` (``rocksdbCQDoubleWriteEnable``)."""
+    cq = root / "consumequeue"
+    if not keep_file_queues and cq.is_dir():
+        shutil.rmtree(cq)
+    cq.mkdir(exist_ok=True)
+    (cq / "CURRENT").write_text("MANIFEST-000005\n")
+    (cq / "MANIFEST-000005").write_bytes(b"\x00" * 64)
+    (cq / "OPTIONS-000007").write_text("[Version]\n")
+    (cq / "000009.sst").write_bytes(b"\x01" * 128)
+    (cq / "LOG").write_text("rocksdb log\n")
+
+
+def plant_compaction_files(root: Path) -> None:
+    """A 5.x compaction store's files (``cleanup.policy=COMPACTION`` topics)."""
+    d = root / "compaction" / "compactionLog" / "Compacted" / "0"
+    d.mkdir(parents=True)
+    (d / f"{0:020d}").write_bytes(b"\x02" * 256)
+    (root / "compaction" / "position-checkpoint").write_text("0")
 
 
 def store_paths(stores: dict[str, Path], *names: str) -> list[str]:

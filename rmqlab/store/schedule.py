@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -54,7 +55,7 @@ from rmqlab.store.topic_config import load_config, string_to_file
 if TYPE_CHECKING:
     from rmqlab.store.consume_queue import ConsumeQueue
 
-__all__ = ["DELAY_OFFSET_FILE", "LevelStatus", "ScheduleMessageService"]
+__all__ = ["DELAY_OFFSET_FILE", "RECENT_DELIVERIES", "LevelStatus", "ScheduleMessageService"]
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,7 @@ DELAY_FOR_A_WHILE = 100  # ms between runs
 PERSIST_FIRST_DELAY = 10_000  # ms from start to the first periodic persist
 _TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 _NOT_A_TIME = 1 << 31  # a tags code below this is a tag's hash (a Java int), not an epoch-ms due time
+RECENT_DELIVERIES = 64  # deliveries kept for ``recent_deliveries`` (a view made later still lists them)
 
 
 @dataclass(slots=True)
@@ -80,6 +82,7 @@ class LevelStatus:
     skipped: int = 0  # since open: record gone, or a transaction half
     recomputed: int = 0  # since open: units whose tags code was a hash, due time taken from the record
     stuck: str = ""  # why the unit at task_offset is not delivered ("" when nothing is wrong)
+    next_due_ms: int | None = None  # due time of the unit at task_offset (None: nothing waits)
 
     @property
     def waiting(self) -> int:
@@ -128,6 +131,8 @@ class ScheduleMessageService:
         self._recomputed_up_to: dict[int, int] = {}  # level -> last unit counted in ``recomputed``
         self._persist_due = 0
         self._persisted: dict[int, int] | None = None
+        # the last deliveries with the clock time they happened, kept whether or not anyone listens
+        self.recent: deque[tuple[int, ScheduleDelivered]] = deque(maxlen=RECENT_DELIVERIES)
         self.started = False
 
     # ------------------------------------------------------------------ load / persist
@@ -273,10 +278,12 @@ class ScheduleMessageService:
             state.delivered += 1
             state.stuck = ""
             delivered += 1
+            props = rec.properties
+            event = ScheduleDelivered(state.level, offset, phy, props[PROPERTY_REAL_TOPIC],
+                                      int(props[PROPERTY_REAL_QUEUE_ID]), result.wrote_offset)
+            self.recent.append((self.clock.now_ms(), event))
             if self.bus.active:
-                props = rec.properties
-                self.bus.publish(ScheduleDelivered(state.level, offset, phy, props[PROPERTY_REAL_TOPIC],
-                                                   int(props[PROPERTY_REAL_QUEUE_ID]), result.wrote_offset))
+                self.bus.publish(event)
         state.task_offset = start + len(units)
         return delivered
 
@@ -318,14 +325,48 @@ class ScheduleMessageService:
         state.stuck = why
 
     def status(self) -> list[LevelStatus]:
-        """Every level's offsets and progress (a copy; ``max_offset`` read now)."""
+        """Every level's offsets and progress (a copy; ``max_offset`` and ``next_due_ms`` read now)."""
         out = []
         for level, state in sorted(self._levels.items()):
             cq = self._find_queue(level - 1)
             hi = cq.get_max_offset_in_queue() if cq is not None else 0
+            due = self._waiting(cq, state, state.task_offset, 1) if cq is not None else []
             out.append(LevelStatus(level, state.delay_ms, state.offset, state.task_offset, hi, state.due_ms,
-                                   state.delivered, state.skipped, state.recomputed, state.stuck))  # fmt: skip
+                                   state.delivered, state.skipped, state.recomputed, state.stuck,
+                                   due[0][1] if due else None))  # fmt: skip
         return out
+
+    def waiting(self, level: int, limit: int = 200) -> list[tuple[int, int]]:
+        """The units of ``level`` not delivered yet (from its offset), at most ``limit``, as
+        ``(schedule queue offset, due ms)``: the due time as the level's task reads it (an ext
+        address resolved, a tag hash replaced by store time + delay), before its cap at now +
+        delay. Reads only (nothing counted or logged); [] before ``start()``."""
+        state = self._levels.get(level)
+        cq = self._find_queue(level - 1)
+        return [] if state is None or cq is None else self._waiting(cq, state, state.offset, limit)
+
+    def _waiting(self, cq: ConsumeQueue, state: LevelStatus, start: int, limit: int) -> list[tuple[int, int]]:
+        end = min(cq.get_max_offset_in_queue(), start + limit)
+        out = []
+        for offset in range(max(start, cq.get_min_offset_in_queue()), end):
+            unit = cq.get_unit(offset)
+            if unit is None:
+                break
+            phy, size, tags_code = unit
+            if is_ext_addr(tags_code):
+                ext = cq.get_ext(tags_code)
+                tags_code = ext.tags_code if ext is not None else -1
+            if tags_code < _NOT_A_TIME:
+                stored = self._pickup(phy, size)
+                if stored < 0:
+                    continue  # gone: the task skips it
+                tags_code = stored + state.delay_ms
+            out.append((offset, tags_code))
+        return out
+
+    def recent_deliveries(self) -> list[tuple[int, ScheduleDelivered]]:
+        """The last ``RECENT_DELIVERIES`` deliveries as ``(clock ms, event)``, oldest first."""
+        return list(self.recent)
 
     def shutdown(self) -> None:
         """Stop and persist (``ScheduleMessageService.shutdown``)."""

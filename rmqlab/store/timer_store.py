@@ -46,6 +46,7 @@ import contextlib
 import logging
 import os
 import random
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -74,7 +75,7 @@ from rmqlab.store.timer_files import TimerCheckpointFile, TimerLog, TimerWheel
 if TYPE_CHECKING:
     from rmqlab.store.consume_queue import ConsumeQueue
 
-__all__ = ["TIMER_CHECK_FILE", "TimerMessageStore", "TimerStatus"]
+__all__ = ["RECENT_EVENTS", "TIMER_CHECK_FILE", "SlotStatus", "TimerMessageStore", "TimerStatus"]
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,8 @@ TIMER_CHECK_FILE = "timercheck"
 LONG_MAX = 2**63 - 1
 CLEAN_INTERVAL_MS = 30_000  # the timerlog cleanup's fixed rate
 _NO_RETRY = (PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
+RECENT_EVENTS = 64  # enqueues/dequeues kept for ``recent_events`` (a view made later still sees them)
+_CHAIN_WALK_LIMIT = 10_000  # units walked per slot by ``slots``; past it only the slot's num is known
 
 
 @dataclass(slots=True)
@@ -105,6 +108,27 @@ class TimerStatus:
     @property
     def enqueue_behind(self) -> int:
         return max(0, self.max_queue_offset - self.curr_queue_offset)
+
+
+@dataclass(frozen=True, slots=True)
+class SlotStatus:
+    """One valid wheel slot as ``slots()`` reports it: its tick's time, the slot's own fields
+    (``num`` counts messages minus delete markers, as ``doEnqueue`` keeps it) and its chain's
+    units by what dequeue will do with them (``complete`` False when the chain was longer than
+    the walk limit, or broken: the counts are then partial)."""
+
+    time_ms: int
+    first_pos: int
+    last_pos: int
+    num: int
+    messages: int = 0
+    rolls: int = 0
+    deletes: int = 0
+    complete: bool = True
+
+    @property
+    def units(self) -> int:
+        return self.messages + self.rolls + self.deletes
 
 
 class TimerMessageStore:
@@ -155,6 +179,10 @@ class TimerMessageStore:
         self.random = random.Random(0)  # isReject's draw
         self.counts = {"enqueued": 0, "delivered": 0, "rolled": 0, "deleted": 0, "dropped": 0, "missing": 0}
         self.stuck = ""
+        # the last enqueues/dequeues with the clock time they happened, kept whether or not anyone
+        # listens on the bus (a view opened later, or one whose subscription latches, still lists
+        # them); one small object per timer message beside a timerlog append and a record read
+        self.recent: deque[tuple[int, TimerEnqueued | TimerDequeued]] = deque(maxlen=RECENT_EVENTS)
         self.recovered_from = 0  # where recover() started reading the timerlog
         self.loaded = False
         self.started = False
@@ -386,8 +414,7 @@ class TimerMessageStore:
                                f"a Java long can hold ({rec.properties.get(flags.PROPERTY_TIMER_OUT_MS)!r})")
         real_topic = rec.properties.get(flags.PROPERTY_REAL_TOPIC)
         if delayed < self.curr_write_time_ms:  # due already: straight to the put
-            if self.bus.active:
-                self.bus.publish(TimerEnqueued(queue_offset, phy, -1, self.format_time_ms(delayed), real_topic))
+            self._note(TimerEnqueued(queue_offset, phy, -1, self.format_time_ms(delayed), real_topic))
             if not self._put_back(rec, LONG_MAX, MAGIC_DEFAULT, self.format_time_ms(delayed), phy, None):
                 return self._stuck(f"timer queue offset {queue_offset}: the put back of the due record at {phy} "
                                    f"was refused, retried")
@@ -398,10 +425,15 @@ class TimerMessageStore:
             return self._stuck(f"timer queue offset {queue_offset}: no timerlog space for its unit")
         self.stuck = ""
         self.counts["enqueued"] += 1
-        if self.bus.active:
-            self.bus.publish(TimerEnqueued(queue_offset, phy, pos, slot_ms, real_topic, bool(magic & MAGIC_ROLL),
-                                           bool(magic & MAGIC_DELETE)))
+        self._note(TimerEnqueued(queue_offset, phy, pos, slot_ms, real_topic, bool(magic & MAGIC_ROLL),
+                                 bool(magic & MAGIC_DELETE)))
         return True
+
+    def _note(self, event: TimerEnqueued | TimerDequeued) -> None:
+        """Keep ``event`` in ``recent`` and publish it."""
+        self.recent.append((self.clock.now_ms(), event))
+        if self.bus.active:
+            self.bus.publish(event)
 
     def _stuck(self, why: str) -> bool:
         if self.stuck != why:
@@ -550,8 +582,7 @@ class TimerMessageStore:
 
     def _publish(self, slot_ms: int, phy: int, outcome: str, topic: str | None = None, queue_id: int = -1,
                  to_offset: int = -1) -> None:
-        if self.bus.active:
-            self.bus.publish(TimerDequeued(slot_ms, phy, outcome, topic, queue_id, to_offset))
+        self._note(TimerDequeued(slot_ms, phy, outcome, topic, queue_id, to_offset))
 
     def clean(self) -> list[str]:
         """The timerlog cleanup round; returns the names of the files deleted."""
@@ -581,6 +612,33 @@ class TimerMessageStore:
             self.counts["enqueued"], self.counts["delivered"], self.counts["rolled"], self.counts["deleted"],
             self.counts["dropped"], self.counts["missing"], self.stuck,
         )  # fmt: skip
+
+    def slots(self, from_ms: int, to_ms: int) -> list[SlotStatus]:
+        """The valid slots whose tick lies in ``[from_ms, to_ms)``, oldest first, each chain walked
+        (from ``lastPos`` back through ``prevPos``, at most ``_CHAIN_WALK_LIMIT`` units) to count
+        its units by kind as dequeue treats them (ROLL wins over DELETE). For views and notebooks:
+        ``to_ms - from_ms`` is meant to be a few minutes of ticks, not days."""
+        out = []
+        p = self.precision_ms
+        for tick in range(from_ms // p, -(-to_ms // p)):
+            slot = self.wheel.get_slot(tick * p)
+            if slot is None:
+                continue
+            kinds = {"messages": 0, "rolls": 0, "deletes": 0}
+            pos, walked = slot.last_pos, 0
+            while pos != -1 and walked < _CHAIN_WALK_LIMIT:
+                unit = self.timer_log.unit_at(pos)
+                if unit is None:
+                    break
+                kind = "rolls" if unit.magic & MAGIC_ROLL else "deletes" if unit.magic & MAGIC_DELETE else "messages"
+                kinds[kind] += 1
+                pos, walked = unit.prev_pos, walked + 1
+            out.append(SlotStatus(tick * p, slot.first_pos, slot.last_pos, slot.num, complete=pos == -1, **kinds))
+        return out
+
+    def recent_events(self) -> list[tuple[int, TimerEnqueued | TimerDequeued]]:
+        """The last ``RECENT_EVENTS`` enqueues and dequeues as ``(clock ms, event)``, oldest first."""
+        return list(self.recent)
 
     def describe(self) -> dict[str, Any]:
         s = self.status()

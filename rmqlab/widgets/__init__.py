@@ -23,7 +23,9 @@ __all__ = [
     "MappedFileView",
     "MemoryStoreView",
     "RecoveryView",
+    "ScheduleView",
     "StoreDashboard",
+    "TimerView",
     "require_widgets",
 ]
 
@@ -36,6 +38,8 @@ _VIEWS = {
     "RecoveryView": "recovery_view",
     "CleanupView": "cleanup_view",
     "StoreDashboard": "dashboard",
+    "TimerView": "timer_view",
+    "ScheduleView": "schedule_view",
 }
 
 _INSTALL_HINT = "pip install 'rmqlab[widgets]'  (ipywidgets, plotly and anywidget)"

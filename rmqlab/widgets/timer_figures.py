@@ -64,7 +64,7 @@ def _vline(name: str, x: float, label: str, row: int) -> tuple[dict[str, Any], d
     color, dash = _MARKERS[name]
     shape = {"type": "line", "name": name, "x0": x, "x1": x, "yref": "paper", "y0": 0, "y1": 1,
              "line": {"color": color, "dash": dash, "width": 2}}
-    note = {"x": x, "yref": "paper", "y": 1.0 + 0.09 * row, "yanchor": "bottom", "showarrow": False,
+    note = {"x": x, "yref": "paper", "y": 1.0, "yshift": 2 + 13 * row, "yanchor": "bottom", "showarrow": False,
             "text": esc(label), "font": {"size": 10, "color": color}, "name": name}
     return shape, note
 
@@ -114,12 +114,13 @@ def timer_wheel_spec(state: TimerState) -> Spec:
     title = (f"timer wheel: {ahead} unit(s) waiting in the next {_s(state.window_to_ms, now):.0f} s, "
              f"{state.beyond} beyond; {state.enqueue_behind} not enqueued yet")
     layout = _base_layout(title, height=320, shapes=shapes, annotations=notes, barmode="stack",
-                          margin={"l": 60, "r": 20, "t": 40 + 14 * len(marks), "b": 40},
+                          margin={"l": 60, "r": 20, "t": 36 + 13 * len(marks), "b": 40},
                           xaxis={"title": {"text": "slot time, seconds from now"}, "zeroline": False,
                                  "range": [lo, hi]},
                           yaxis={"title": {"text": "units in the slot's chain"}, "rangemode": "tozero",
                                  **({"dtick": 1} if max((s.units for s in slots), default=0) <= 10 else {})},
-                          legend={"orientation": "h", "y": -0.2})
+                          legend={"orientation": "h", "y": -0.2, "traceorder": "normal"})
+    layout["title"].update(yref="container", y=1.0, yanchor="top", pad={"t": 8})  # above the marker labels
     return {"data": data, "layout": layout}
 
 
@@ -180,13 +181,18 @@ def timer_events_html(state: TimerState, limit: int = 20) -> str:
 
 
 # ---------------------------------------------------------------------------------------- schedule
-def _level_label(level: int, delay_ms: int | None) -> str:
+def _delay_text(delay_ms: int | None) -> str:
+    """``delay_ms`` as ``messageDelayLevel`` writes it (``10s``, ``2m``, ``1h``)."""
     if delay_ms is None:
-        return f"level {level} (?)"
+        return "?"
     s = delay_ms / 1000
-    unit = f"{s / 3600:g}h" if s >= 3600 and s % 3600 == 0 else f"{s / 60:g}m" if s >= 60 and s % 60 == 0 \
-        else f"{s:g}s"
-    return f"level {level} ({unit})"
+    if s >= 3600 and s % 3600 == 0:
+        return f"{s / 3600:g}h"
+    return f"{s / 60:g}m" if s >= 60 and s % 60 == 0 else f"{s:g}s"
+
+
+def _level_label(level: int, delay_ms: int | None) -> str:
+    return f"level {level} ({_delay_text(delay_ms)})"
 
 
 def schedule_spec(state: ScheduleState, levels: Sequence[int] | None = None) -> Spec:
@@ -223,6 +229,7 @@ def schedule_spec(state: ScheduleState, levels: Sequence[int] | None = None) -> 
                           xaxis={"title": {"text": "due, seconds from now"}, "zeroline": False},
                           yaxis={"categoryorder": "array", "categoryarray": cats, "type": "category"},
                           legend={"orientation": "h", "y": -0.3})
+    layout["title"].update(yref="container", y=1.0, yanchor="top", pad={"t": 8})
     return {"data": data, "layout": layout}
 
 
@@ -237,7 +244,7 @@ def schedule_table_html(state: ScheduleState, *, all_levels: bool = False) -> st
     are left out unless ``all_levels``."""
     now = state.now_ms
     rows = "".join(
-        f"<tr><td>{lv.level}</td><td>{lv.level - 1}</td><td>{esc(_level_label(lv.level, lv.delay_ms)[6:])}</td>"
+        f"<tr><td>{lv.level}</td><td>{lv.level - 1}</td><td>{esc(_delay_text(lv.delay_ms))}</td>"
         f"<td>{'-' if lv.offset is None else lv.offset}</td><td>{lv.max_offset}</td><td>{lv.waiting}</td>"
         f"<td>{_rel(lv.next_due_ms, now)}</td><td>{'-' if lv.delivered is None else lv.delivered}</td>"
         f"<td>{esc(lv.stuck)}</td></tr>"

@@ -353,3 +353,53 @@ def test_memory_store_view_follows_puts(lab: str, page: Any) -> None:
     expect(out.locator(".gtitle").first).not_to_have_text(before, timeout=20_000)
     assert_nothing_past_the_edge(page)
     shot(page, "08_memory_store")
+
+
+def test_timer_and_schedule_views_follow_the_clock(lab: str, page: Any) -> None:
+    """Notebook 11: the ScheduleView's levels and table, the TimerView's wheel (bars per slot by
+    kind, the read-time marker, the events table), and its buttons putting a timer message and
+    moving the clock until it is delivered."""
+    open_and_run(page, lab, "11_delayed_and_timer_messages.ipynb")
+    expect = sync_api.expect
+    sched = page.locator(".jp-OutputArea-output", has=page.locator(".gtitle", has_text="delay levels:")).first
+    sched.scroll_into_view_if_needed()
+    expect(sched.locator("table.rmq-delay-levels")).to_be_visible(timeout=20_000)
+    rows = sched.locator("table.rmq-delay-levels tr")
+    assert rows.count() == 1 + 3, sched.locator("table.rmq-delay-levels").inner_text()  # levels 1, 2 and 3 used
+    expect(sched.locator("table.rmq-delay-deliveries")).to_contain_text("Orders/0", timeout=20_000)
+    shot(page, "11_schedule_view")
+
+    wheel = page.locator(".jp-OutputArea-output", has=page.locator(".gtitle", has_text="timer wheel:")).first
+    wheel.scroll_into_view_if_needed()
+    legend = wheel.locator(".legendtext")
+    legend.nth(2).wait_for(state="attached", timeout=20_000)
+    assert legend.all_text_contents() == ["message", "roll (due beyond the window)", "delete marker"]
+    notes = " ".join(wheel.locator(".annotation-text").all_text_contents())
+    assert "read time" in notes, notes
+    assert "now" in notes, notes
+    events = wheel.locator("table.rmq-timer-events")
+    expect(events).to_contain_text("delivered", timeout=20_000)
+    assert_nothing_past_the_edge(page)
+    plot = wheel.locator(".js-plotly-plot").first
+
+    def drawn_bars() -> int:
+        return plot.evaluate("(gd) => [...gd.querySelectorAll('.barlayer .point path')]"
+                             ".filter((p) => p.getBoundingClientRect().height > 1).length")
+
+    title = wheel.locator(".gtitle").first
+    before = title.text_content() or ""
+    bars_before = drawn_bars()
+    wheel.get_by_role("button", name="put: in 7 s").click()  # a new slot 7 s ahead
+    expect(title).not_to_have_text(before, timeout=20_000)
+    page.wait_for_function(f"(gd) => [...gd.querySelectorAll('.barlayer .point path')]"
+                           f".filter((p) => p.getBoundingClientRect().height > 1).length > {bars_before}",
+                           arg=plot.element_handle(), timeout=20_000)
+    shot(page, "11_timer_view_put")
+    delivered = events.inner_text().count("delivered")
+    for _ in range(2):
+        wheel.get_by_role("button", name="advance 5 s").click()
+        time.sleep(0.3)
+    page.wait_for_function(f"(el) => el.innerText.split('delivered').length - 1 > {delivered}",
+                           arg=events.element_handle(), timeout=20_000)
+    assert drawn_bars() >= 1
+    shot(page, "11_timer_view_delivered")

@@ -1,6 +1,6 @@
 """MessageStore hot paths vs baselines measured in the same run.
 
-    python bench/bench_store.py [--n 100000] [--quick] [--dir /tmp] [--batch 32]
+    python bench/bench_store.py [--n 100000] [--quick] [--dir /tmp] [--batch 32] [--tag-filter-only]
 
 Rows (targets from the speed issue; every figure also printed as a ratio to its baseline):
 
@@ -37,6 +37,12 @@ Rows (targets from the speed issue; every figure also printed as a ratio to its 
                        exact-key filtering included (median of single calls)
 * offset by time       ``get_offset_in_queue_by_time`` (median)
 * CQ numpy view        ``ConsumeQueue.units()`` and all three columns converted to native ints
+* tag filter, ext on   ``get_message(32)`` with a tag filter pulled through a whole queue of
+                       4 tags, with ``enable_consume_queue_ext`` off and on (every tags code an
+                       ext address to resolve), two stepped stores built in the same run and
+                       timed alternately: filter ``TagX`` (nothing matches: the scan) and
+                       ``TagA`` (1 in 4), ms per 20k units; the ext-on row printed as a ratio to
+                       the ext-off row (``--tag-filter-only`` runs these rows alone)
 * CPU budget           last, the CPU per message of put and of dispatch apart (``bench_cpu_split``,
                        a stepped store) for single puts, lists and MessageBatches, against what
                        each put target leaves for both: a threaded store runs both on one GIL
@@ -64,6 +70,7 @@ from rmqlab.codec.crc import crc32
 from rmqlab.codec.flags import MESSAGE_MAGIC_CODE_V1
 from rmqlab.codec.message import decode_message, head_struct
 from rmqlab.store.message import Message
+from rmqlab.store.message_filter import TagFilter
 
 TOPIC = "BenchTopic"
 BODY = bytes(range(256)) * 4  # 1 KiB
@@ -453,16 +460,92 @@ def bench_cq_view(store: MessageStore, repeat: int) -> tuple[float, float]:
     return n / t_view, n / t_read
 
 
+TAG_FILTER_TAGS = ("TagA", "TagB", "TagC", "TagD")
+TAG_FILTERS = ("TagX", "TagA")
+
+
+def _tag_filter_store(workdir: str, n: int, ext: bool) -> MessageStore:
+    """A stepped store of ``n`` 100-byte messages in one queue, tags round robin; with ``ext``,
+    every CQ unit's tags code is a ConsumeQueueExt address (1 MiB ext files: a few rolls)."""
+    root = _fresh(workdir, f"tags-ext-{ext}")
+    config = MessageStoreConfig(store_path_root_dir=root, enable_consume_queue_ext=ext,
+                                mapped_file_size_commit_log=64 * 1024 * 1024,
+                                mapped_file_size_consume_queue_ext=1024 * 1024)
+    store = MessageStore.open(root, config, threaded=False)
+    for i in range(n):
+        store.put_message(Message(TOPIC, BODY[:100], tags=TAG_FILTER_TAGS[i % 4], queue_id=0))
+        if i % 4096 == 0:
+            store.step()
+    store.step()
+    store.wait_dispatched()
+    return store
+
+
+def _pull_through(store: MessageStore, n: int, expression: str) -> int:
+    """Pull the whole queue with ``get_message(32)`` and a tag filter; messages got."""
+    message_filter = TagFilter(expression)
+    offset = got = 0
+    while offset < n:
+        r = store.get_message("g", TOPIC, 0, offset, 32, message_filter)
+        got += len(r.messages)
+        offset = r.next_begin_offset
+        r.release()
+    return got
+
+
+def bench_tag_filter(workdir: str, n: int, repeat: int = 5) -> dict[tuple[bool, str], tuple[float, float]]:
+    """{(ext, filter): (wall ms, thread CPU ms) per 20k units}, best of ``repeat``, the two
+    stores timed alternately so both see the same machine."""
+    stores = {ext: _tag_filter_store(workdir, n, ext) for ext in (False, True)}
+    best: dict[tuple[bool, str], tuple[float, float]] = {}
+    try:
+        for expression in TAG_FILTERS:
+            counts = {ext: _pull_through(store, n, expression) for ext, store in stores.items()}
+            assert counts[False] == counts[True], counts  # the same answers, or the figures mean nothing
+            for _ in range(repeat):
+                for ext, store in stores.items():
+                    c0, t0 = time.thread_time(), time.perf_counter()
+                    _pull_through(store, n, expression)
+                    wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
+                    scale = 1e3 * 20_000 / n
+                    old = best.get((ext, expression), (float("inf"), float("inf")))
+                    best[ext, expression] = (min(old[0], wall * scale), min(old[1], cpu * scale))
+    finally:
+        for store in stores.values():
+            store.shutdown()
+    return best
+
+
+def print_tag_filter(n: int, figures: dict[tuple[bool, str], tuple[float, float]]) -> None:
+    print()
+    print(f"get_message(32) with a tag filter through a queue of {n:,} units, 4 tags (ms per 20k units, best)")
+    print(f"  {'':<28} {'wall':>8} {'cpu':>8}   ratio to ext off (wall, cpu)")
+    for expression in TAG_FILTERS:
+        off = figures[False, expression]
+        for ext in (False, True):
+            wall, cpu = figures[ext, expression]
+            ratio = f"{wall / off[0]:.2f}x, {cpu / off[1]:.2f}x" if ext else ""
+            name = f"{expression!r}, ext {'on' if ext else 'off'}"
+            print(f"  {name:<28} {wall:8.2f} {cpu:8.2f}   {ratio}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=100_000, help="messages to put (default 100000)")
     ap.add_argument("--batch", type=int, default=32, help="put_messages batch size")
     ap.add_argument("--quick", action="store_true", help="n=20000 and fewer read calls")
     ap.add_argument("--dir", default=None, help="work directory (default: a temp dir)")
+    ap.add_argument("--tag-filter-only", action="store_true", help="only the tag filter rows (ext off and on)")
     args = ap.parse_args()
     n = 20_000 if args.quick else args.n
     calls = 2_000 if args.quick else 10_000
     workdir = tempfile.mkdtemp(prefix="rmqlab-bench-", dir=args.dir)
+    if args.tag_filter_only:
+        try:
+            print_tag_filter(n, bench_tag_filter(workdir, n))
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        return
     try:
         probe = MessageStore.open(_fresh(workdir, "probe"), _config(""), threaded=False)
         records, template = _encoded_records(probe, n), _props_template(probe)
@@ -489,6 +572,7 @@ def main() -> None:
         by_time = bench_by_time(store, n, calls)
         cq_view, cq_read = bench_cq_view(store, 20)
         store.shutdown()
+        tag_filter = bench_tag_filter(workdir, n)
         step_store, step_rate, step_e2e, _, _ = bench_put(workdir, n, threaded=False)
         step_store.shutdown()
         runs.append(baselines(workdir, records, template))  # ... after the stepped one ...
@@ -559,6 +643,7 @@ def main() -> None:
     row("CQ units() view", cq_view / 1e6, "M units/s", "")
     row("CQ units() + 3 columns to native", cq_read / 1e6, "M units/s", ">= 50 M")
     print_budget(base_enc, splits, args.batch)
+    print_tag_filter(n, tag_filter)
 
 
 def print_budget(base_enc: float, splits: list[tuple[float, float]], batch: int) -> None:

@@ -64,6 +64,7 @@ MAX_REAL_OFFSET = MAX_ADDR - (-(2**63))  # the largest ext offset an address can
 _HEAD = struct.Struct(">hqqh")  # size, tagsCode, msgStoreTime, bitMapSize
 _HEAD_DTYPE = np.dtype([("size", ">i2"), ("tags_code", ">i8"), ("msg_store_time", ">i8"), ("bit_map_size", ">i2")])
 _SIZE = struct.Struct(">h")
+_HEAD_COLUMNS = np.arange(MIN_EXT_UNIT_SIZE)
 assert _HEAD.size == MIN_EXT_UNIT_SIZE
 
 
@@ -166,21 +167,25 @@ def units_end(buf: Any, start: int = 0) -> int:
         pos += size
 
 
-def gather_units(buf: Any, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The unit heads at ``positions`` of ``buf`` at once (inspection of millions of units):
-    ``(found, tags_code, msg_store_time)``; ``found`` is False where :func:`decode_at` finds no
-    unit (a size field < 1) or fewer than the 20 head bytes are left (values 0 there)."""
+def gather_units(buf: Any, positions: np.ndarray, *, whole: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The unit heads at ``positions`` of ``buf`` at once (inspection of millions of units, a
+    reader's window of addresses): ``(found, tags_code, msg_store_time)``; ``found`` is False
+    where :func:`decode_at` finds no unit (a size field < 1) or fewer than the 20 head bytes are
+    left (values 0 there). With ``whole``, also where the unit's bitmap runs past ``buf``: then
+    ``found`` is exactly where :func:`decode_at` returns a unit rather than None or raising, so a
+    reader can take these values and leave the rest to it."""
     pos = np.asarray(positions, dtype=np.int64)
     data = np.frombuffer(buf, dtype=np.uint8)
-    ok = (pos >= 0) & (pos + MIN_EXT_UNIT_SIZE <= len(data))
-    found = np.zeros(len(pos), dtype=bool)
-    tags = np.zeros(len(pos), dtype=np.int64)
-    times = np.zeros(len(pos), dtype=np.int64)
-    if ok.any():
-        rows = data[pos[ok][:, None] + np.arange(MIN_EXT_UNIT_SIZE)]  # (k, 20) bytes, a copy
-        head = np.ascontiguousarray(rows).view(_HEAD_DTYPE).reshape(-1)
-        hit = head["size"] >= 1
-        found[ok] = hit
-        tags[ok] = np.where(hit, head["tags_code"], 0)
-        times[ok] = np.where(hit, head["msg_store_time"], 0)
-    return found, tags, times
+    n = len(data)
+    if n < MIN_EXT_UNIT_SIZE:
+        return np.zeros(len(pos), dtype=bool), np.zeros(len(pos), dtype=np.int64), np.zeros(len(pos), dtype=np.int64)
+    # Few numpy calls, none per unit: a reader's window of 64 units spends more on each call's
+    # overhead than on the bytes. Rows not found read byte 0 (always there) and are masked out.
+    ok = (pos >= 0) & (pos <= n - MIN_EXT_UNIT_SIZE)
+    at = np.where(ok, pos, 0)
+    head = data[at[:, None] + _HEAD_COLUMNS].view(_HEAD_DTYPE)[:, 0]  # (k, 20) bytes, a copy
+    found = ok & (head["size"] >= 1)
+    if whole:  # decode_at reads bitMapSize bytes after the head when bitMapSize >= 1
+        bitmap = head["bit_map_size"].astype(np.int64)
+        found &= (bitmap < 1) | (at + MIN_EXT_UNIT_SIZE + bitmap <= n)
+    return found, np.where(found, head["tags_code"], 0), np.where(found, head["msg_store_time"], 0)

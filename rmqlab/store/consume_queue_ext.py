@@ -22,9 +22,12 @@ import logging
 import os
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from rmqlab.codec.consume_queue_ext_unit import (
     END_BLANK_DATA_LENGTH,
     END_MARKER,
+    MAX_ADDR,
     MAX_EXT_UNIT_SIZE,
     MAX_REAL_OFFSET,
     MIN_EXT_UNIT_SIZE,
@@ -33,6 +36,7 @@ from rmqlab.codec.consume_queue_ext_unit import (
     decorate,
     encode,
     fits,
+    gather_units,
     is_ext_addr,
     undecorate,
     units_end,
@@ -214,6 +218,48 @@ class ConsumeQueueExt:
             raise exc.with_file(mf.file_name, pos) from None
         finally:
             sbr.release()
+
+    def resolve(self, addresses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(found, tags_code)`` for many addresses at once (int64; values that are not ext
+        addresses are not found): one hold and one numpy gather per ext file they fall in.
+
+        ``found`` holds exactly where :meth:`get` would return a unit, and ``tags_code`` is then
+        that unit's; every other address is left to :meth:`get`, which answers it (None, or the
+        CorruptRecord of a unit cut off by the write position) and so keeps its rules (address
+        0 falling back to the first file, a file being destroyed) in one place. A tag filter over
+        a get_message window costs ~0.1 us a unit this way instead of ~2 us through ``get``.
+        """
+        addr = np.asarray(addresses, dtype=np.int64)
+        is_addr = addr <= MAX_ADDR
+        found = np.zeros(len(addr), dtype=bool)
+        tags = np.zeros(len(addr), dtype=np.int64)
+        if not is_addr.any():
+            return found, tags
+        # undecorate in int64: for a negative address, address - Long.MIN_VALUE clears the sign bit
+        real = addr & np.int64(undecorate(-1))
+        size = self.mapped_file_size
+        starts = np.where(is_addr, real - real % size, -1)
+        candidates = starts[is_addr]
+        lo, hi = int(candidates.min()), int(candidates.max())
+        # (a reader's window nearly always falls in one file: np.unique costs more than the gather)
+        mfq = self.mapped_file_queue
+        for start in [lo] if lo == hi else np.unique(candidates).tolist():
+            mf = mfq.find_mapped_file_by_offset(start)
+            # (file names are multiples of the file size: the file holding ``start`` then holds
+            # every real offset of [start, start + size), as get finds it)
+            if mf is None or mf.file_from_offset != start or not mf.hold():
+                continue
+            try:
+                # get's view: from the unit to the read position (select_mapped_buffer)
+                hit, t, _ = gather_units(mf.buffer[: mf.read_position], np.where(starts == start, real - start, -1),
+                                         whole=True)
+            finally:
+                mf.release()
+            if lo == hi:
+                return hit, t
+            found |= hit
+            tags = np.where(hit, t, tags)
+        return found, tags
 
     def get_max_address(self) -> int:
         """The address the next unit would get in the last file (``decorate(0)`` when empty)."""

@@ -1203,7 +1203,11 @@ class MessageStore:
             # Hot loop: the units come out of one struct.iter_unpack over the window (C-level),
             # not three int.from_bytes slices per unit.
             window = min(sel_cq.size, max_filter) // _CQ_UNIT * _CQ_UNIT
-            for off_py, size_py, tags_code in _CQ_UNIT_STRUCT.iter_unpack(buf[:window]):
+            units = _CQ_UNIT_STRUCT.iter_unpack(buf[:window])
+            if message_filter is not None and cq.consume_queue_ext is not None:
+                # ext addresses resolved with numpy a chunk at a time, not one ext.get a unit
+                units = cq.iter_units_resolved(buf[:window])
+            for off_py, size_py, tags_code in units:
                 max_phy_pulling = off_py
                 if next_phy_file_start != long_min and off_py < next_phy_file_start:
                     skipped += 1

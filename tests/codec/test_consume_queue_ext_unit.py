@@ -149,3 +149,30 @@ def test_gather_units_agrees_with_decode_at(units: list[tuple[int, int, bytes | 
         assert f == (want is not None)
         if want is not None:
             assert (t, s) == (want.tags_code, want.msg_store_time)
+
+
+@given(st.lists(st.tuples(_LONG, _LONG, st.one_of(st.none(), st.binary(min_size=1, max_size=30))), max_size=12),
+       st.integers(0, 300), st.lists(st.integers(-5, 400), max_size=12))  # fmt: skip
+def test_gather_whole_units_is_exactly_where_decode_at_returns_one(
+        units: list[tuple[int, int, bytes | None]], cut: int, extra: list[int]) -> None:
+    """``whole=True`` finds a unit exactly where ``decode_at`` returns one (not None, no raise),
+    also in a buffer cut anywhere (a write position inside a unit, or inside its bitmap)."""
+    buf = bytearray(300)
+    starts, pos = [], 0
+    for tags, ts, bitmap in units:
+        unit = CqExtUnit(tags, ts, bitmap)
+        if pos + unit.size > len(buf):
+            break
+        starts.append(pos)
+        pos += encode_into(buf, pos, unit)
+    data = bytes(buf[:cut])
+    positions = np.array(starts + extra, dtype=np.int64)
+    found, tags, _ = gather_units(data, positions, whole=True)
+    for p, f, t in zip(positions.tolist(), found.tolist(), tags.tolist(), strict=True):
+        try:
+            want = decode_at(data, p)
+        except TruncatedRecord:
+            want = None
+        assert f == (want is not None), p
+        if want is not None:
+            assert t == want.tags_code

@@ -527,15 +527,17 @@ class ConsumeQueue:
 
     def iter_units_resolved(self, buf: Any, first_chunk: int = 64) -> Iterator[tuple[int, int, int]]:
         """``(commit_log_offset, size, tags_code)`` of each whole unit in ``buf`` (a window of
-        :meth:`get_index_buffer`), for a reader that filters by tags code.
+        :meth:`get_index_buffer`), for a reader of tags codes: ``get_message``'s tag filter, the
+        schedule service's due times.
 
         An ext address whose unit :meth:`ConsumeQueueExt.resolve` finds comes out as that unit's
-        tags code; every other tags code comes out as stored, so the reader's
-        ``tags_code if tags_code > MAX_ADDR else resolve_tags_code(tags_code)`` gives exactly
-        the answers it gives unit by unit (a found unit whose own tags code is <= MAX_ADDR, as
-        damage could make it, keeps its address too, so it is not taken for an address again;
-        misses keep being counted and logged by ``resolve_tags_code``, and only for the units
-        the reader reaches). Resolved in chunks doubling from ``first_chunk`` units, each
+        tags code; every other tags code comes out as stored, so a reader that resolves what is
+        still an address unit by unit (``tags_code if tags_code > MAX_ADDR else
+        resolve_tags_code(tags_code)``) gives exactly the answers it gives without this (a
+        found unit whose own tags code is <= MAX_ADDR, as damage could make it, keeps its
+        address too, so it is not taken for an address again; misses keep being counted and
+        logged by the reader, and only for the units it reaches; a damaged unit raises there
+        too). Resolved in chunks doubling from ``first_chunk`` units, each
         copied out of ``buf``: a pull that stops after a few messages resolves about as many
         units as it reads (64 covers a pull of 32 that matches every unit, which looks at 33;
         doubling rather than 4x, as the units resolved past the reader's stop cost ~0.2 us each

@@ -238,11 +238,12 @@ class ConsumeQueueExt:
         """``(found, tags_code)`` for many addresses at once (int64; values that are not ext
         addresses are not found): one hold and one numpy gather per ext file they fall in.
 
-        ``found`` holds exactly where :meth:`get` would return a unit, and ``tags_code`` is then
-        that unit's; every other address is left to :meth:`get`, which answers it (None, or the
-        CorruptRecord of a unit cut off by the write position) and so keeps its rules (address
-        0 falling back to the first file, a file being destroyed) in one place. A tag filter over
-        a get_message window costs ~0.1 us a unit this way instead of ~2 us through ``get``.
+        ``found`` holds only where :meth:`get` returns a unit -- everywhere it does but for
+        address 0 once the run's first file is deleted, which ``get`` reads from the first file
+        -- and ``tags_code`` is then that unit's. Every other address is left to :meth:`get`,
+        which answers it (that fallback, None, or the CorruptRecord of a unit cut off by the
+        write position), so those rules stay in one place. A tag filter over a get_message
+        window costs ~0.1 us a unit this way instead of ~2 us through ``get``.
         """
         addr = np.asarray(addresses, dtype=np.int64)
         is_addr = addr <= MAX_ADDR

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from rmqlab.codec.checkpoint import Checkpoint
+from rmqlab.codec.names import CONSUME_QUEUE_EXT_DIR
 from rmqlab.config import MessageStoreConfig
 from rmqlab.errors import ConfigError
 
@@ -40,19 +41,42 @@ def snapshot_config(snap: StoreSnapshot, config: MessageStoreConfig | None = Non
 
 
 def explain_recovery(snap: StoreSnapshot, *, config: MessageStoreConfig | None = None,
-                     rocketmq_version: str | None = None) -> RecoveryPlan:
+                     rocketmq_version: str | None = None,
+                     enable_consume_queue_ext: bool | None = None) -> RecoveryPlan:
     """The ``RecoveryPlan`` opening this store would compute and carry out (nothing is changed).
 
     Index files an abnormal-exit load would destroy (end timestamp newer than the checkpoint's
     index timestamp) are listed in ``plan.notes``.
+
+    ``enable_consume_queue_ext`` (None: on when ``config`` has it on or the store holds
+    ``consumequeue_ext/`` files, as a store written with it is reopened with it): the consume
+    queues are then recovered with their ext runs, read-only, and the plan's first steps say
+    what that does to each run (its walk from the first file, its cut after the last address
+    the recovered queue holds). Off with ext files present, a note says they are left alone.
     """
     from rmqlab.store.consume_queue_store import ConsumeQueueStore
-    from rmqlab.store.recovery import CommitLogFileView, index_end_past_log, note_units_past_log, plan_recovery
+    from rmqlab.store.recovery import (
+        CommitLogFileView,
+        index_end_past_log,
+        note_ext_recovery,
+        note_units_past_log,
+        plan_recovery,
+    )
 
-    changes = {"rocketmq_version": rocketmq_version} if rocketmq_version else {}
+    changes: dict[str, Any] = {"rocketmq_version": rocketmq_version} if rocketmq_version else {}
+    ext_files = bool(snap.consume_queue_exts)
+    ext = enable_consume_queue_ext
+    if ext is None:
+        ext = bool(config is not None and config.enable_consume_queue_ext) or ext_files
+    changes["enable_consume_queue_ext"] = ext
+    if ext and ext_files:
+        changes["mapped_file_size_consume_queue_ext"] = snap.consume_queue_ext_file_size
     cfg = snapshot_config(snap, config, **changes)
     cqs = ConsumeQueueStore(os.path.join(snap.path, "consumequeue"), cfg.consume_queue_file_size,
-                            rocketmq_version=cfg.rocketmq_version, read_only=True)
+                            rocketmq_version=cfg.rocketmq_version, read_only=True,
+                            ext_store_path=os.path.join(snap.path, CONSUME_QUEUE_EXT_DIR) if ext else None,
+                            ext_file_size=cfg.mapped_file_size_consume_queue_ext,
+                            bit_map_length=cfg.bit_map_length_consume_queue_ext)
     try:
         cqs.load()
         cq_max = cqs.recover()
@@ -60,6 +84,7 @@ def explain_recovery(snap: StoreSnapshot, *, config: MessageStoreConfig | None =
         views = [CommitLogFileView(mf.name, mf.file_from_offset, mf.buffer) for mf in snap.commit_log_files]
         plan = plan_recovery(views, cfg.mapped_file_size_commit_log, last_exit_ok=not snap.abort_present,
                              max_phy_offset_of_consume_queue=cq_max, checkpoint=checkpoint, config=cfg)
+        note_ext_recovery(plan, cqs.ext_recovery_steps, ext_enabled=ext, ext_files_present=ext_files)
         if plan.truncate_consume_queues:  # what MessageStore._apply_recovery adds
             note_units_past_log(plan, cqs.units_past_log(plan.process_offset))
     finally:

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rmqlab.codec.consume_queue_ext_unit import CqExtUnit
+from rmqlab.codec.consume_queue_ext_unit import CqExtUnit, decorate
 from rmqlab.codec.consume_queue_unit import (
     CQ_STORE_UNIT_SIZE,
     CQ_UNIT_DTYPE,
@@ -48,7 +48,7 @@ from rmqlab.codec.consume_queue_unit import (
     valid_prefix,
 )
 from rmqlab.codec.names import validate_topic
-from rmqlab.errors import ConfigError, ReadOnlyStore
+from rmqlab.errors import ConfigError, CorruptRecord, ReadOnlyStore
 from rmqlab.events import EventBus, RecoveryStep
 from rmqlab.files.mapped_file_queue import MappedFileQueue
 from rmqlab.store.consume_queue_ext import ConsumeQueueExt
@@ -248,8 +248,10 @@ class ConsumeQueue:
             result = self.consume_queue_ext.load() and result
         return result
 
-    def recover(self) -> None:
-        """Find the end of valid units and cut the tail there (spec §3.3).
+    def recover(self) -> list[RecoveryStep]:
+        """Find the end of valid units and cut the tail there (spec §3.3); returns what was done
+        to the ext run (:meth:`ConsumeQueueExt.recover`, ``truncate_by_max_address``), for the
+        recovery plan.
 
         Only the last three files are scanned; earlier ones are trusted. A unit is valid when
         ``offset >= 0 and size > 0`` (pre-blank units are valid). Sets ``max_physic_offset`` to
@@ -262,8 +264,13 @@ class ConsumeQueue:
         """
         mfq = self.mapped_file_queue
         files = mfq.mapped_files
+        ext = self.consume_queue_ext
         if not files:
-            return
+            if ext is None or not ext.mapped_file_queue.mapped_files:
+                return []
+            return [RecoveryStep("consume_queue_ext", ext.name, 0, "not recovered",
+                                 f"{ext.name}: its consume queue has no files, and RocketMQ recovers the ext run "
+                                 "only while scanning them (its files keep their full positions)")]
         index = max(0, len(files) - 3)
         mf = files[index]
         process_offset = mf.file_from_offset
@@ -299,9 +306,9 @@ class ConsumeQueue:
                     f"{self.name}: end of the valid units",
                 )
             )
-        if self.consume_queue_ext is not None:
-            self.consume_queue_ext.recover()
-            self.consume_queue_ext.truncate_by_max_address(max_ext_addr)
+        if ext is None:
+            return []
+        return ext.recover() + ext.truncate_by_max_address(max_ext_addr)
 
     def _last_ext_addr(self, mf: MappedFile, count: int, current: int) -> int:
         """The last ext address among the first ``count`` units of ``mf``, else ``current``."""
@@ -520,15 +527,17 @@ class ConsumeQueue:
 
     def iter_units_resolved(self, buf: Any, first_chunk: int = 64) -> Iterator[tuple[int, int, int]]:
         """``(commit_log_offset, size, tags_code)`` of each whole unit in ``buf`` (a window of
-        :meth:`get_index_buffer`), for a reader that filters by tags code.
+        :meth:`get_index_buffer`), for a reader of tags codes: ``get_message``'s tag filter, the
+        schedule service's due times.
 
         An ext address whose unit :meth:`ConsumeQueueExt.resolve` finds comes out as that unit's
-        tags code; every other tags code comes out as stored, so the reader's
-        ``tags_code if tags_code > MAX_ADDR else resolve_tags_code(tags_code)`` gives exactly
-        the answers it gives unit by unit (a found unit whose own tags code is <= MAX_ADDR, as
-        damage could make it, keeps its address too, so it is not taken for an address again;
-        misses keep being counted and logged by ``resolve_tags_code``, and only for the units
-        the reader reaches). Resolved in chunks doubling from ``first_chunk`` units, each
+        tags code; every other tags code comes out as stored, so a reader that resolves what is
+        still an address unit by unit (``tags_code if tags_code > MAX_ADDR else
+        resolve_tags_code(tags_code)``) gives exactly the answers it gives without this (a
+        found unit whose own tags code is <= MAX_ADDR, as damage could make it, keeps its
+        address too, so it is not taken for an address again; misses keep being counted and
+        logged by the reader, and only for the units it reaches; a damaged unit raises there
+        too). Resolved in chunks doubling from ``first_chunk`` units, each
         copied out of ``buf``: a pull that stops after a few messages resolves about as many
         units as it reads (64 covers a pull of 32 that matches every unit, which looks at 33;
         doubling rather than 4x, as the units resolved past the reader's stop cost ~0.2 us each
@@ -552,6 +561,31 @@ class ConsumeQueue:
             take = found & (real > MAX_ADDR)
             tags[take] = real[take]
         return list(zip(units["commit_log_offset"].tolist(), units["size"].tolist(), tags.tolist(), strict=True))
+
+    def ext_tags_codes(self, tags_codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(resolved, tags_code)`` for units' stored tags codes, for views: True where an ext
+        address resolves (its unit's tags code alongside), False for every other value --
+        a plain tags code, or an address that resolves to nothing (RocketMQ's null tags code,
+        which matches every tag filter). No miss is counted or logged.
+
+        Vectorised (:meth:`ConsumeQueueExt.resolve`); the one address ``get`` can find that the
+        vectorised gather does not, address 0 with the run's first file deleted (it falls back
+        to the first file), is asked of ``get``. A unit ``get`` finds damaged counts as not
+        resolved.
+        """
+        codes = np.asarray(tags_codes, dtype=np.int64)
+        ext = self.consume_queue_ext
+        if ext is None:
+            return np.zeros(len(codes), dtype=bool), np.zeros(len(codes), dtype=np.int64)
+        found, tags = ext.resolve(codes)
+        for i in np.flatnonzero(~found & (codes == decorate(0))).tolist():
+            try:
+                unit = ext.get(int(codes[i]))
+            except CorruptRecord:
+                continue
+            if unit is not None:
+                found[i], tags[i] = True, unit.tags_code
+        return found, tags
 
     def get_unit(self, index: int) -> tuple[int, int, int] | None:
         """``(commit_log_offset, size, tags_code)`` at queue offset ``index``, or None.

@@ -42,7 +42,7 @@ from rmqlab.codec.consume_queue_ext_unit import (
     units_end,
 )
 from rmqlab.errors import ConfigError, CorruptRecord, DiskFull, MappedFileError, ReadOnlyStore
-from rmqlab.events import EventBus, FileDeleted
+from rmqlab.events import EventBus, FileDeleted, RecoveryStep
 from rmqlab.files.mapped_file_queue import MappedFileQueue
 
 if TYPE_CHECKING:
@@ -55,6 +55,7 @@ log = logging.getLogger(__name__)
 #: what ``put`` answers when nothing was written (RocketMQ returns 1: not an address)
 PUT_FAILED = 1
 _PUT_RETRIES = 3
+_PHASE = "consume_queue_ext"  # the RecoveryStep phase of what load does to an ext run
 
 
 class ConsumeQueueExt:
@@ -104,9 +105,10 @@ class ConsumeQueueExt:
         """Map every file (each gets wrote = committed = flushed = fileSize until recovery)."""
         return self.mapped_file_queue.load()
 
-    def recover(self) -> None:
+    def recover(self) -> list[RecoveryStep]:
         """Walk every file from the first (``size > 0``: skip ``size`` bytes; else the next file)
         and cut the last file where its units end; earlier files keep their full positions.
+        Returns what it did, a step a file and one for the end (the recovery plan shows them).
 
         Only the last file's walk decides the end; the walks of earlier files matter only in
         that a unit running past its file's end raises CorruptRecord (naming the file and
@@ -115,35 +117,48 @@ class ConsumeQueueExt:
         mfq = self.mapped_file_queue
         files = mfq.mapped_files
         if not files:
-            return
+            return []
+        steps = []
         end = 0
-        for mf in files:
+        for i, mf in enumerate(files):
+            buf = mf.buffer[: self.mapped_file_size]
             try:
-                end = units_end(mf.buffer[: self.mapped_file_size])
+                end = units_end(buf)
             except CorruptRecord as exc:
                 raise exc.with_file(mf.file_name) from None
+            why = "the end marker (short -1): the next unit did not fit" if bytes(buf[end : end + 2]) == END_MARKER \
+                else "a size of 0 (unwritten bytes)"
+            role = "the run's end" if i == len(files) - 1 else "only the last file's end counts"
+            steps.append(RecoveryStep(_PHASE, self._file_label(mf), mf.file_from_offset + end, f"units end at {end}",
+                                      f"{self.name}: walked from byte 0 to {why}; {role}"))
         process_offset = files[-1].file_from_offset + end
         mfq.flushed_where = process_offset
         mfq.committed_where = process_offset
         self._truncate_files(process_offset)
+        steps.append(RecoveryStep(_PHASE, self._file_label(files[-1]), process_offset, f"positions set to {end}",
+                                  f"{self.name}: the run ends at {process_offset:,}"))
+        return steps
 
-    def _truncate_files(self, offset: int) -> None:
+    def _file_label(self, mf: MappedFile) -> str:
+        return f"{self.name}/{mf.name}"
+
+    def _truncate_files(self, offset: int) -> list[MappedFile]:
+        """Positions of the file holding ``offset`` set to it, later files deleted (dropped from
+        the list only when read-only: inspection); returns the files dropped."""
         mfq = self.mapped_file_queue
+        later = [mf for mf in mfq.mapped_files if offset < mf.file_from_offset]
         if not self.read_only:
             mfq.truncate_dirty_files(offset)
-            return
+            return later
         # a read-only run (inspection): the same positions, later files dropped from the list only
-        dropped = []
         for mf in mfq.mapped_files:
-            if mf.file_from_offset + self.mapped_file_size <= offset:
-                continue
-            if offset >= mf.file_from_offset:
+            if mf.file_from_offset <= offset < mf.file_from_offset + self.mapped_file_size:
                 pos = offset % self.mapped_file_size
                 mf.wrote_position = mf.committed_position = mf.flushed_position = pos
-            else:
-                mf.close()
-                dropped.append(mf)
-        mfq.delete_files(dropped)
+        for mf in later:
+            mf.close()
+        mfq.delete_files(later)
+        return later
 
     # --- write -------------------------------------------------------------------------------
 
@@ -223,11 +238,12 @@ class ConsumeQueueExt:
         """``(found, tags_code)`` for many addresses at once (int64; values that are not ext
         addresses are not found): one hold and one numpy gather per ext file they fall in.
 
-        ``found`` holds exactly where :meth:`get` would return a unit, and ``tags_code`` is then
-        that unit's; every other address is left to :meth:`get`, which answers it (None, or the
-        CorruptRecord of a unit cut off by the write position) and so keeps its rules (address
-        0 falling back to the first file, a file being destroyed) in one place. A tag filter over
-        a get_message window costs ~0.1 us a unit this way instead of ~2 us through ``get``.
+        ``found`` holds only where :meth:`get` returns a unit -- everywhere it does but for
+        address 0 once the run's first file is deleted, which ``get`` reads from the first file
+        -- and ``tags_code`` is then that unit's. Every other address is left to :meth:`get`,
+        which answers it (that fallback, None, or the CorruptRecord of a unit cut off by the
+        write position), so those rules stay in one place. A tag filter over a get_message
+        window costs ~0.1 us a unit this way instead of ~2 us through ``get``.
         """
         addr = np.asarray(addresses, dtype=np.int64)
         is_addr = addr <= MAX_ADDR
@@ -278,17 +294,33 @@ class ConsumeQueueExt:
 
     # --- truncate / delete -------------------------------------------------------------------
 
-    def truncate_by_max_address(self, max_address: int) -> None:
+    def truncate_by_max_address(self, max_address: int) -> list[RecoveryStep]:
         """Cut the run just after the unit at ``max_address`` (files past it deleted). Nothing
         happens when ``max_address`` is not an ext address or resolves to no unit (RocketMQ logs
-        "[BUG] address ... not found" then)."""
+        "[BUG] address ... not found" then). Returns what it did (one step, and one a deleted
+        file), for the recovery plan."""
         if not is_ext_addr(max_address):
-            return
+            return [RecoveryStep(_PHASE, self.name, 0, "nothing cut",
+                                 f"{self.name}: no ext address among the consume queue units recovery kept")]
+        real = undecorate(max_address)
         unit = self.get(max_address)
         if unit is None:
             log.error("[BUG] address %d of consume queue extend not found!", max_address)
-            return
-        self._truncate_files(undecorate(max_address) + unit.size)
+            return [RecoveryStep(_PHASE, self.name, real, "nothing cut",
+                                 f"{self.name}: the consume queue's last ext address {max_address} (offset {real:,}) "
+                                 "resolves to no unit ([BUG] address not found)")]
+        end = real + unit.size
+        before = self.mapped_file_queue.get_max_offset()
+        dropped = self._truncate_files(end)
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(real)
+        label = self._file_label(mf) if mf is not None else self.name
+        gone = f"{before - end:,} byte(s) of units after it dropped" if before > end else "nothing after it"
+        steps = [RecoveryStep(_PHASE, label, end, f"cut at {end % self.mapped_file_size}",
+                              f"{self.name}: truncate by max address: the run ends after the unit at offset {real:,} "
+                              f"({unit.size} B), the last ext address the recovered consume queue holds; {gone}")]
+        steps += [RecoveryStep(_PHASE, self._file_label(f), f.file_from_offset, "delete file",
+                               f"{self.name}: starts after the unit at the last address") for f in dropped]
+        return steps
 
     def truncate_by_min_address(self, min_address: int) -> int:
         """Delete every file that ends before ``min_address``'s offset (``fileFrom + fileSize <

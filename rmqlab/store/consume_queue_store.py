@@ -72,6 +72,7 @@ class ConsumeQueueStore:
         self.load_error: LoadError | str = ""  # why load() returned False: the file and its sizes
         self._lock = threading.Lock()
         self.lmq_queue_count = 0  # queues of %LMQ% topics (DefaultMessageStore.lmqConsumeQueueNum)
+        self.ext_recovery_steps: list[RecoveryStep] = []  # what the last recover() did to ext runs
 
     def _new_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         return ConsumeQueue(
@@ -151,9 +152,12 @@ class ConsumeQueueStore:
         return True
 
     def recover(self) -> int:
-        """``recover()`` every queue; returns the max ``max_physic_offset`` (-1 if none)."""
+        """``recover()`` every queue; returns the max ``max_physic_offset`` (-1 if none).
+        What was done to the queues' ext runs is kept in ``ext_recovery_steps`` (for the plan)."""
+        steps: list[RecoveryStep] = []
         for _, _, cq in self.all_queues():
-            cq.recover()
+            steps += cq.recover()
+        self.ext_recovery_steps = steps
         return self.get_max_phy_offset_in_consume_queue()
 
     def get_max_phy_offset_in_consume_queue(self) -> int:

@@ -81,6 +81,7 @@ from rmqlab.store.recovery import (
     CommitLogFileView,
     RecoveryPlan,
     index_end_past_log,
+    note_ext_recovery,
     note_units_past_log,
     plan_recovery,
 )
@@ -483,11 +484,15 @@ class MessageStore:
                            "with `rmqlab inspect` / `rmqlab verify` (the commit log and index are read)")
         return False
 
+    def _ext_files_present(self) -> bool:
+        ext_dir = os.path.join(self.root, CONSUME_QUEUE_EXT_DIR)
+        return os.path.isdir(ext_dir) and bool(os.listdir(ext_dir))
+
     def _warn_ext_ignored(self) -> None:
         """A ``consumequeue_ext/`` with the flag off: RocketMQ ignores it (no ext run is created),
         so the consume queues' tags codes that are ext addresses resolve to nothing."""
         ext_dir = os.path.join(self.root, CONSUME_QUEUE_EXT_DIR)
-        if not self.config.enable_consume_queue_ext and os.path.isdir(ext_dir) and os.listdir(ext_dir):
+        if not self.config.enable_consume_queue_ext and self._ext_files_present():
             log.warning("%s exists but enable_consume_queue_ext is off: the consume queues' tags codes written "
                         "with it on are ext addresses, which are not read (as in RocketMQ): tag filters pass every "
                         "such message, and the schedule service takes store time + delay as due time; open "
@@ -729,6 +734,9 @@ class MessageStore:
             checkpoint=self.checkpoint.snapshot(),
             config=self.config,
         )
+        note_ext_recovery(plan, self.consume_queue_store.ext_recovery_steps,
+                          ext_enabled=self.config.enable_consume_queue_ext,
+                          ext_files_present=not self.config.enable_consume_queue_ext and self._ext_files_present())
         self._apply_recovery(plan)
         last = self.index_service.index_files[-1:] if not self.index_service.read_only else []
         if last and index_end_past_log(plan, last[0].name, last[0].end_phy_offset):

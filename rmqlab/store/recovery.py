@@ -26,7 +26,7 @@ from rmqlab.config import MessageStoreConfig
 from rmqlab.events import RecoveryStep
 from rmqlab.store.fast_walk import FastChecker
 
-__all__ = ["CommitLogFileView", "RecoveryPlan", "StartCandidate", "plan_recovery"]
+__all__ = ["CommitLogFileView", "RecoveryPlan", "StartCandidate", "note_ext_recovery", "plan_recovery"]
 
 _INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")
@@ -188,6 +188,35 @@ def note_units_past_log(plan: RecoveryPlan, cuts: Sequence[RecoveryStep]) -> Non
         reason = step.reason.replace("4.9.8/5.3.3", plan.rocketmq_version)
         plan.step(step.phase, step.file, step.offset, step.decision, reason)
         plan.notes.append(reason)
+
+
+def note_ext_recovery(plan: RecoveryPlan, steps: Sequence[RecoveryStep], *, ext_enabled: bool,
+                      ext_files_present: bool = False) -> None:
+    """Add what consume queue recovery did to the ConsumeQueueExt runs (``steps``: each run's
+    walk from its first file, then its truncation by the last address the recovered queue
+    holds) to the front of ``plan.steps`` -- it runs before the CommitLog walk -- and say in the
+    notes what the CommitLog's cut does not do to them.
+
+    Only consume queue recovery trims an ext run. When the CommitLog is cut below the queues'
+    max offset, their units past the log are dropped but the ext units those held stay:
+    RocketMQ 4.9.8/5.3.3 leave ``truncateDirtyLogicFiles`` by ``return`` before its
+    ``truncateByMaxAddress`` call (apache/rocketmq#10755), and rmqlab's engine does the same.
+    """
+    if not ext_enabled:
+        if ext_files_present:
+            plan.notes.append("consumequeue_ext/ holds files but enable_consume_queue_ext is off: opening the "
+                              "store this way leaves them alone (RocketMQ creates no ext run), and the consume "
+                              "queues' ext addresses resolve to nothing (tag filters pass every message)")
+        return
+    plan.steps[:0] = steps
+    # (truncate_consume_queues holds on a clean store too, where the queues end exactly at the log:
+    # units are cut only when they go past it)
+    if plan.truncate_consume_queues and plan.max_phy_offset_of_consume_queue > plan.process_offset:
+        plan.notes.append(
+            f"the consume queues are cut at {plan.process_offset:,} (units past the recovered log), but their "
+            f"ConsumeQueueExt runs are not: RocketMQ {plan.rocketmq_version} returns from truncateDirtyLogicFiles "
+            "before it reaches truncateByMaxAddress (apache/rocketmq#10755), so the ext units of the units cut "
+            "stay, never referenced, and re-dispatched records get new ones after them")
 
 
 def plan_recovery(

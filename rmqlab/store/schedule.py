@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rmqlab.clock import Clock
-from rmqlab.codec.consume_queue_unit import is_ext_addr, units_view
+from rmqlab.codec.consume_queue_unit import is_ext_addr
 from rmqlab.codec.delay_offset import DelayOffsetError, decode_delay_offsets, encode_delay_offsets
 from rmqlab.codec.flags import PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC
 from rmqlab.codec.message import MessageRecord
@@ -241,10 +241,13 @@ class ScheduleMessageService:
             return 0
         delivered = 0
         try:
-            units = units_view(sbr.buffer[: sbr.size - sbr.size % 20]).tolist()
+            data = bytes(sbr.buffer[: sbr.size - sbr.size % 20])
         finally:
             sbr.release()
-        for i, (phy, size, tags_code) in enumerate(units):
+        # the units come out a chunk at a time with their ext addresses resolved by numpy (an
+        # address it cannot resolve stays one, for _due_from_ext): the walk usually stops at the
+        # first unit, not yet due, of a long queue
+        for i, (phy, size, tags_code) in enumerate(cq.iter_units_resolved(data)):
             if is_ext_addr(tags_code):
                 tags_code = self._due_from_ext(cq, state, phy, size, tags_code)
             if tags_code < _NOT_A_TIME:  # (an ext unit of 4.9.8's re-dispatch holds the hash too)
@@ -284,7 +287,7 @@ class ScheduleMessageService:
             self.recent.append((self.clock.now_ms(), event))
             if self.bus.active:
                 self.bus.publish(event)
-        state.task_offset = start + len(units)
+        state.task_offset = start + len(data) // 20
         return delivered
 
     def _due_from_ext(self, cq: ConsumeQueue, state: LevelStatus, phy: int, size: int, address: int) -> int:

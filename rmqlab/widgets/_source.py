@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rmqlab.codec.consume_queue_unit import CQ_STORE_UNIT_SIZE, CQ_UNIT_DTYPE
+from rmqlab.codec.consume_queue_unit import CQ_STORE_UNIT_SIZE, CQ_UNIT_DTYPE, MAX_ADDR
 from rmqlab.codec.index_layout import index_key, index_key_hash, item_position
 from rmqlab.codec.message import BlankRecord, MessageRecord, decode_message
 from rmqlab.codec.walk import iter_records
@@ -337,6 +337,26 @@ class Source:
             return 0, np.empty(0, CQ_UNIT_DTYPE)
         base, units = q.units()
         return base, np.array(units, copy=True)
+
+    def cq_ext(self, topic: str, queue_id: int, units: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(resolved, tags_code)`` beside ``units`` (from :meth:`cq_units`) for the units whose tags
+        code is a ConsumeQueueExt address, as the engine resolves them (a live store:
+        ``ConsumeQueue.ext_tags_codes``) or inspection does (a snapshot: the ext files read
+        read-only); None when no unit holds an address. ``resolved`` False: the address resolves
+        to nothing (no ext run, or its unit is gone)."""
+        codes = units["tags_code"].astype(np.int64) if len(units) else np.empty(0, np.int64)
+        if not (codes <= MAX_ADDR).any():
+            return None
+        if self.store is not None:
+            cq = self.store.consume_queue_store.find_consume_queue(topic, queue_id, create=False)
+            if cq is not None:
+                return cq.ext_tags_codes(codes)
+        else:
+            ext = self.snapshot.consume_queue_exts.get((topic, queue_id))  # type: ignore[union-attr]
+            if ext is not None:
+                found, tags, _ = ext.resolve(codes)
+                return found, tags
+        return np.zeros(len(codes), dtype=bool), np.zeros(len(codes), dtype=np.int64)
 
     def dispatch_state(self) -> dict[str, int] | None:
         """Reput progress of a live store: ``reput_from_offset``, ``max_offset``, ``behind_bytes``."""

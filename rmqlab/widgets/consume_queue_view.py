@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from rmqlab.codec.consume_queue_unit import CQ_UNIT_DTYPE
+from rmqlab.codec.consume_queue_unit import CQ_UNIT_DTYPE, MAX_ADDR
 from rmqlab.events import Appended, Dispatched, FileDeleted, FileTruncated
 from rmqlab.widgets import figures
 from rmqlab.widgets._base import View, figure_widget, set_figure
@@ -20,8 +20,15 @@ class ConsumeQueueView(View):
     :meth:`select_unit`) decodes the record it points at into ``detail`` and, when
     ``commit_log_view`` is given, selects it there too.
 
-    State: ``base`` (first queue offset held), ``units`` (numpy copy), ``rows`` (list of dicts),
-    ``dispatch`` (reput state or None).
+    With ``enable_consume_queue_ext`` a unit's stored tags code is an ext address: ``ext`` then
+    holds what the engine (or inspection, for a snapshot) resolves each to, and the table, the
+    hover text and ``rows`` show the address and the resolved tags code, or "unresolved".
+
+    State: ``base`` (first queue offset held), ``units`` (numpy copy), ``rows`` (list of dicts;
+    ``tags_code`` is the resolved code, None where an address resolves to nothing, and
+    ``ext_address`` the address or None, as in inspection's CQ frame), ``ext`` (``(resolved,
+    tags_code)`` beside ``units``, or None when no unit holds an address), ``dispatch`` (reput
+    state or None).
     """
 
     ROUTES: ClassVar[dict[type, tuple[str, ...]]] = {
@@ -35,14 +42,25 @@ class ConsumeQueueView(View):
         self.table_rows = table_rows
         self.base = 0
         self.units = np.empty(0, CQ_UNIT_DTYPE)
+        self.ext: tuple[np.ndarray, np.ndarray] | None = None
         self.dispatch: dict[str, int] | None = None
         self.commit_log_min = 0  # units below it point into deleted CommitLog files ("removed")
         super().__init__(source, **kwargs)
 
     @property
-    def rows(self) -> list[dict[str, int]]:
-        return [{"queue_offset": self.base + i, "commit_log_offset": int(u["commit_log_offset"]),
-                 "size": int(u["size"]), "tags_code": int(u["tags_code"])} for i, u in enumerate(self.units)]
+    def rows(self) -> list[dict[str, int | None]]:
+        rows: list[dict[str, int | None]] = [
+            {"queue_offset": self.base + i, "commit_log_offset": int(u["commit_log_offset"]), "size": int(u["size"]),
+             "tags_code": int(u["tags_code"])} for i, u in enumerate(self.units)]
+        if self.ext is not None:
+            found, tags = self.ext
+            for i, row in enumerate(rows):
+                address = row["tags_code"]
+                is_address = address is not None and address <= MAX_ADDR
+                row["ext_address"] = address if is_address else None
+                if is_address:
+                    row["tags_code"] = int(tags[i]) if found[i] else None
+        return rows
 
     def _build(self) -> None:
         import ipywidgets as w
@@ -79,13 +97,14 @@ class ConsumeQueueView(View):
             if self._queue_label(self.topic, self.queue_id) in labels:
                 self.picker.value = self._queue_label(self.topic, self.queue_id)
             self.base, self.units = self.source.cq_units(self.topic, self.queue_id)
+            self.ext = self.source.cq_ext(self.topic, self.queue_id, self.units)
         self.dispatch = self.source.dispatch_state()
         self.commit_log_min = self.source.commit_log_min_offset()
         set_figure(self.figure, figures.consume_queue_spec(self.topic or "-", self.queue_id or 0, self.base,
                                                              self.units, dispatch=self.dispatch,
-                                                             commit_log_min=self.commit_log_min))
+                                                             commit_log_min=self.commit_log_min, ext=self.ext))
         self.table.value = figures.consume_queue_table_html(self.base, self.units, limit=self.table_rows,
-                                                            commit_log_min=self.commit_log_min)
+                                                            commit_log_min=self.commit_log_min, ext=self.ext)
         for trace in self.figure.data:
             if self._on_click not in getattr(trace, "_click_callbacks", []):
                 trace.on_click(self._on_click)

@@ -26,6 +26,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from rmqlab.codec import flags as _flags
+from rmqlab.codec.consume_queue_ext_unit import undecorate
+from rmqlab.codec.consume_queue_unit import MAX_ADDR
 from rmqlab.codec.message import BlankRecord, MessageRecord, host_length, store_timestamp_position
 
 if TYPE_CHECKING:
@@ -335,26 +337,46 @@ def record_html(rec: MessageRecord | BlankRecord | None, raw: bytes, *, offset: 
 # ---------------------------------------------------------------------------------------------
 # consume queue
 
+def _tags_texts(tags: np.ndarray, ext: tuple[np.ndarray, np.ndarray] | None) -> list[str]:
+    """Each unit's tags code as a view says it: the code; for an ext address, the address, its
+    ext offset and the tags code it resolves to, or "unresolved" (RocketMQ's null tags code)."""
+    out = [str(t) for t in tags.tolist()]
+    if ext is None:
+        return out
+    found, real = ext
+    for i in np.flatnonzero(tags <= MAX_ADDR).tolist():
+        a = int(tags[i])
+        code = str(int(real[i])) if found[i] else "unresolved"
+        out[i] = f"{code} (ext address {a}, ext offset {undecorate(a):,})"
+    return out
+
+
 def consume_queue_spec(topic: str, queue_id: int, base: int, units: np.ndarray, *,
                        dispatch: dict[str, int] | None = None, limit: int = 2000,
-                       commit_log_min: int = 0) -> Spec:
+                       commit_log_min: int = 0, ext: tuple[np.ndarray, np.ndarray] | None = None) -> Spec:
     """One marker per 20-byte unit: x = queue offset, y = the CommitLog offset it points at,
     size ~ message bytes; pre-blank units (size 0x7FFFFFFF) grey at y = 0. Units pointing below
     ``commit_log_min`` (their CommitLog file was deleted by cleanup; a get answers
     OFFSET_TOO_SMALL or MESSAGE_WAS_REMOVING for them) are hollow grey crosses, "removed". The
     reput offset (where dispatch will read next) is a horizontal line when the store is live.
-    Only the last ``limit`` units are drawn (the title says how many the queue holds)."""
+    Only the last ``limit`` units are drawn (the title says how many the queue holds).
+    ``ext``: ``(resolved, tags_code)`` beside ``units`` (``Source.cq_ext``); a unit whose tags code
+    is a ConsumeQueueExt address then shows the address and what it resolves to (or
+    "unresolved": it matches every tag filter) on hover, and those that resolve to nothing are
+    counted in the title."""
     total = len(units)
     if total > limit:
         base, units = base + total - limit, units[total - limit:]
+        ext = None if ext is None else (ext[0][total - limit:], ext[1][total - limit:])
     n = len(units)
     q = np.arange(base, base + n)
     off = units["commit_log_offset"].astype(np.int64) if n else np.empty(0, np.int64)
     size = units["size"].astype(np.int64) if n else np.empty(0, np.int64)
     tags = units["tags_code"].astype(np.int64) if n else np.empty(0, np.int64)
     blank = size == 0x7FFFFFFF
-    hover = [f"queue offset {a}<br>CommitLog offset {b:,}<br>size {c}<br>tags code {d}"
-             for a, b, c, d in zip(q.tolist(), off.tolist(), size.tolist(), tags.tolist(), strict=True)]
+    hover = [f"queue offset {a}<br>CommitLog offset {b:,}<br>size {c}<br>tags code {esc(d)}"
+             for a, b, c, d in zip(q.tolist(), off.tolist(), size.tolist(), _tags_texts(tags, ext), strict=True)]
+    unresolved = int(((tags <= MAX_ADDR) & ~ext[0]).sum()) if ext is not None else 0
     gone = ~blank & (off < commit_log_min)
     real = ~blank & ~gone
     traces = [
@@ -380,7 +402,8 @@ def consume_queue_spec(topic: str, queue_id: int, base: int, units: np.ndarray, 
                             "text": f"reput offset {y:,} (behind {dispatch['behind_bytes']:,} B)",
                             "font": {"size": 10, "color": "#e6550d"}})
     title = (f"ConsumeQueue {topic}/{queue_id}: {total} unit(s)" + (f", last {n} drawn" if total > n else "")
-             + (f", {int(gone.sum())} removed" if gone.any() else ""))
+             + (f", {int(gone.sum())} removed" if gone.any() else "")
+             + (f", {unresolved} ext address(es) unresolved" if unresolved else ""))
     return {"data": traces, "layout": _base_layout(
         title, height=260, shapes=shapes, annotations=annotations, clickmode="event",
         xaxis={"title": {"text": "queue offset"}}, yaxis={"title": {"text": "CommitLog offset"}, "tickformat": ","})}
@@ -388,15 +411,23 @@ def consume_queue_spec(topic: str, queue_id: int, base: int, units: np.ndarray, 
 
 def consume_queue_figure(topic: str, queue_id: int, base: int, units: np.ndarray, *,
                          dispatch: dict[str, int] | None = None, limit: int = 2000,
-                         commit_log_min: int = 0) -> go.Figure:
+                         commit_log_min: int = 0, ext: tuple[np.ndarray, np.ndarray] | None = None) -> go.Figure:
     """:func:`consume_queue_spec` as a Figure."""
     return to_figure(consume_queue_spec(topic, queue_id, base, units, dispatch=dispatch, limit=limit,
-                                        commit_log_min=commit_log_min))
+                                        commit_log_min=commit_log_min, ext=ext))
 
 
-def consume_queue_table_html(base: int, units: np.ndarray, *, limit: int = 200, commit_log_min: int = 0) -> str:
+_UNRESOLVED_TITLE = ("the ext address resolves to nothing (its ext unit is gone): RocketMQ filters with a null "
+                     "tags code, which matches every tag filter")
+
+
+def consume_queue_table_html(base: int, units: np.ndarray, *, limit: int = 200, commit_log_min: int = 0,
+                             ext: tuple[np.ndarray, np.ndarray] | None = None) -> str:
     """The last ``limit`` units as an HTML table (queue offset, CommitLog offset, size, tags code);
-    units pointing below ``commit_log_min`` (their CommitLog file is deleted) greyed, "removed"."""
+    units pointing below ``commit_log_min`` (their CommitLog file is deleted) greyed, "removed".
+    With ``ext`` (``(resolved, tags_code)`` beside ``units``, ``Source.cq_ext``) an "ext address"
+    column is added: for a unit whose stored tags code is a ConsumeQueueExt address, the address
+    and its ext offset, and in the tags code column the code it resolves to, or "unresolved"."""
     n = len(units)
     first = max(0, n - limit)
     rows = []
@@ -404,13 +435,20 @@ def consume_queue_table_html(base: int, units: np.ndarray, *, limit: int = 200, 
         u = units[i]
         size = int(u["size"])
         offset = int(u["commit_log_offset"])
+        stored = int(u["tags_code"])
         gone = size != 0x7FFFFFFF and offset < commit_log_min
         style = " style='color:#999' title='its CommitLog file was deleted'" if gone else ""
+        tags, address = f"<td>{stored}</td>", "<td></td>" if ext is not None else ""
+        if ext is not None and stored <= MAX_ADDR:
+            address = f"<td>{stored} (offset {undecorate(stored):,})</td>"
+            tags = (f"<td>{int(ext[1][i])}</td>" if ext[0][i]
+                    else f"<td title='{esc(_UNRESOLVED_TITLE)}'><i>unresolved</i></td>")
         rows.append(f"<tr{style}><td>{base + i}</td><td>{offset:,}{' (removed)' if gone else ''}</td>"
-                    f"<td>{'pre-blank' if size == 0x7FFFFFFF else size}</td><td>{int(u['tags_code'])}</td></tr>")
+                    f"<td>{'pre-blank' if size == 0x7FFFFFFF else size}</td>{tags}{address}</tr>")
     note = f"<div><i>showing the last {limit} of {n} units</i></div>" if first else ""
     return (note + "<table class='rmq-cq' style='font-size:12px'><tr><th>queue offset</th><th>CommitLog offset</th>"
-            "<th>size</th><th>tags code</th></tr>" + "".join(rows) + "</table>")
+            "<th>size</th><th>tags code</th>" + ("<th>ext address</th>" if ext is not None else "") + "</tr>"
+            + "".join(rows) + "</table>")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -586,19 +624,36 @@ def recovery_figure(plan: RecoveryPlan | None, files: Sequence[FileState], file_
     return to_figure(recovery_spec(plan, files, file_size))
 
 
+def _steps_table(steps: Sequence[Any]) -> str:
+    rows = "".join(f"<tr><td>{esc(s.phase)}</td><td>{esc(s.file)}</td><td>{s.offset:,}</td><td>{esc(s.decision)}</td>"
+                   f"<td>{esc(s.reason)}</td></tr>" for s in steps)
+    return ("<table class='rmq-steps' style='font-size:12px'><tr><th>phase</th><th>file</th><th>offset</th>"
+            "<th>decision</th><th>reason</th></tr>" + rows + "</table>")
+
+
 def recovery_steps_html(plan: RecoveryPlan | None) -> str:
+    """The plan's summary, its steps as a table and its notes. The steps on ConsumeQueueExt runs
+    (phase ``consume_queue_ext``: each run's walk, then its cut after the last address its
+    recovered queue holds; offsets are ext offsets, not CommitLog ones) get a table of their own,
+    first, as consume queue recovery runs before the CommitLog walk."""
     if plan is None:
         return "<i>no recovery plan</i>"
-    rows = "".join(f"<tr><td>{esc(s.phase)}</td><td>{esc(s.file)}</td><td>{s.offset:,}</td><td>{esc(s.decision)}</td>"
-                   f"<td>{esc(s.reason)}</td></tr>" for s in plan.steps)
+    ext = [s for s in plan.steps if s.phase == "consume_queue_ext"]
+    log = [s for s in plan.steps if s.phase != "consume_queue_ext"]
     notes = "".join(f"<li>{esc(n)}</li>" for n in plan.notes)
     summary = (f"<div><b>mode</b> {esc(plan.mode)} · <b>start</b> {esc(plan.start_file)} ({esc(plan.start_reason)}) · "
                f"<b>records checked</b> {plan.records_checked} · <b>valid data ends at</b> {plan.process_offset:,} · "
                f"<b>stop</b> {esc(plan.stop_reason)} · "
                f"<b>truncate</b> {esc(plan.truncate_file)}@{esc(plan.truncate_position)}"
                f" · <b>delete</b> {esc(', '.join(plan.files_to_delete) or '-')}</div>")
-    return (summary + "<table class='rmq-steps' style='font-size:12px'><tr><th>phase</th><th>file</th><th>offset</th>"
-            "<th>decision</th><th>reason</th></tr>" + rows + "</table>" + (f"<ul>{notes}</ul>" if notes else ""))
+    ext_html = ""
+    if ext:
+        runs = sum(s.decision.startswith("positions set to") for s in ext)
+        deleted = sum(s.decision == "delete file" for s in ext)
+        ext_html = (f"<div class='rmq-ext-steps'><b>ConsumeQueueExt runs</b> (recovered with their consume queues, "
+                    f"before the CommitLog walk; ext offsets): {runs} run(s) walked, {deleted} file(s) deleted"
+                    + _steps_table(ext) + "</div>")
+    return summary + ext_html + _steps_table(log) + (f"<ul>{notes}</ul>" if notes else "")
 
 
 # ---------------------------------------------------------------------------------------------

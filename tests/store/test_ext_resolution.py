@@ -189,3 +189,72 @@ def test_every_window_resolves_as_get_does(base_store: str, first_chunk: int) ->
             assert lost
         finally:
             store.shutdown()
+
+
+@pytest.fixture(scope="module")
+def delayed_store() -> Iterator[str]:
+    """150 messages with delay level 2 (5 s), 40 ms apart, their schedule units' tags codes ext
+    addresses over 4 ext files; shut down before any is due."""
+    with tempfile.TemporaryDirectory() as d:
+        root = str(Path(d) / "base")
+        clock = ManualClock(T0)
+        store = MessageStore.open(root, _config(root), clock=clock, threaded=False)
+        for i in range(150):
+            assert store.put_message(Message("T", b"d%d" % i, tags=TAGS[i % 4], queue_id=0, delay_time_level=2)).ok
+            clock.advance(40)
+        store.step()
+        assert store.wait_dispatched()
+        store.shutdown()
+        yield root
+
+
+def _deliveries(root: str, damage: list[tuple[str, int]]) -> list[Any]:
+    """Per step of 250 ms from T0 + 4.5 s: the schedule's delivered count; then the bodies the
+    real queue holds, in order, and the schedule queue's ext misses."""
+    clock = ManualClock(T0 + 4_500)  # due times are T0 + 5 s + 40 ms * i
+    store = MessageStore.open(root, _config(root), clock=clock, threaded=False)
+    try:
+        sched = store.consume_queue_store.find_consume_queue("SCHEDULE_TOPIC_XXXX", 1)
+        for kind, pick in damage:
+            _damage(store, sched, kind, pick)
+        out: list[Any] = []
+        for _ in range(40):
+            clock.advance(250)
+            try:
+                out.append(store.step()["schedule"])
+            except CorruptRecord as exc:
+                out.append(("corrupt", exc.offset))
+        bodies: list[bytes] = []
+        while True:
+            with store.get_message("g", "T", 0, len(bodies), 32) as r:
+                if not r.messages:
+                    break
+                bodies += [m.decode().body for m in r.messages]
+        out.append(bodies)
+        out.append(sched.ext_misses)
+        return out
+    finally:
+        store.shutdown()
+
+
+@settings(max_examples=12, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.sampled_from(_KINDS), st.integers(0, 10_000)), max_size=3))
+def test_schedule_due_times_resolve_as_unit_by_unit(delayed_store: str, damage: list[tuple[str, int]]) -> None:
+    """The schedule service walks its queue through ``iter_units_resolved``: the same deliveries,
+    in the same steps, as resolving each address with ``get`` (a lost ext unit: store time +
+    delay, as RocketMQ recomputes it)."""
+    runs = []
+    for patch in (False, True):
+        with tempfile.TemporaryDirectory() as d:
+            root = str(Path(d) / "s")
+            shutil.copytree(delayed_store, root)
+            if patch:
+                with mock.patch.object(ConsumeQueue, "iter_units_resolved", _per_unit):
+                    runs.append(_deliveries(root, damage))
+            else:
+                runs.append(_deliveries(root, damage))
+    assert runs[0] == runs[1]
+    if not damage:
+        assert runs[0][0] == 0  # nothing is due before T0 + 5 s
+        assert sum(runs[0][:-2]) == len(runs[0][-2]) == 150

@@ -272,6 +272,9 @@ def _local(spark: SparkSession, rows: list[Any], schema: StructType) -> DataFram
     bound parameters cost more to parse than they save. One SQL statement (casts included):
     one analysis."""
     rows = [tuple(r) for r in rows]
+    width = len(schema.fields)
+    if bad := next((r for r in rows if len(r) != width), None):
+        raise ValueError(f"driver table row has {len(bad)} values, schema has {width}: {bad!r}")
     if len(rows) > LOCAL_TABLE_ROWS:
         return spark.createDataFrame(rows, schema)
     names = [f"c{i}" for i in range(len(schema.fields))]

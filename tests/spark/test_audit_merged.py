@@ -42,7 +42,9 @@ def test_local_tables_equal_created_frames(spark: Any, monkeypatch: pytest.Monke
     empty = jobs._local(spark, [], jobs._STORES_SCHEMA)
     assert empty.collect() == []
     assert empty.columns == [f.name for f in jobs._STORES_SCHEMA]
-    nulls = [("/s", 0, 0, 0, 0, None, None, None, 0, 1)]
+    nulls = [("/s", 0, 0, 0, 0, None, None, None, 1, 0, 1)]
+    with pytest.raises(ValueError, match="10 values, schema has 11"):
+        jobs._local(spark, [nulls[0][:-1]], jobs._STORES_SCHEMA)
     assert [tuple(r) for r in jobs._local(spark, nulls, jobs._STORES_SCHEMA).collect()] == nulls
     monkeypatch.setattr(jobs, "LOCAL_TABLE_ROWS", 1)  # more rows: createDataFrame, same rows
     assert [tuple(r) for r in jobs._local(spark, rows, schema).collect()] == rows

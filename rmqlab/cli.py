@@ -350,14 +350,19 @@ def cq(store: Path, hash_slot_num: int | None, index_num: int | None, topic: str
     written as read, except that a unit holding a ConsumeQueueExt address (enableConsumeQueueExt)
     shows it as ext_address (else null) and the real tags code from its ext unit as tags_code (null
     when it resolves to nothing, as RocketMQ's readers pass it); the table shows the first 1,000 units unless
-    --limit is given.
+    --limit is given. A 5.x BatchConsumeQueue (batchconsumequeue/, topics of queue.type=BatchCQ) gives one
+    unit per record instead: {queue_offset, batch_size, commit_log_offset, size, tags_code, store_timestamp,
+    file, position}, from the unit holding queue offset --from.
 
     Example: rmqlab cq data/clean-small TopicA 0 --from 10 --limit 5
     """
 
     mode = _mode(as_json, json_lines)
     with _open(store, hash_slot_num, index_num) as snap:
-        df = snap.consume_queue(topic, queue_id, start, limit)
+        if (topic, queue_id) in snap.batch_consume_queues and (topic, queue_id) not in snap.consume_queues:
+            df = snap.batch_consume_queue(topic, queue_id, start, limit)
+        else:
+            df = snap.consume_queue(topic, queue_id, start, limit)
     _emit_frame(df, mode, f"{topic}/{queue_id}: {len(df)} units", "units", capped=limit is None)
 
 

@@ -44,13 +44,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from rmqlab.codec.consume_queue_unit import CQ_STORE_UNIT_SIZE, MAX_ADDR
-from rmqlab.codec.flags import SCHEDULE_TOPIC, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
+from rmqlab.codec.flags import INNER_BATCH_FLAG, SCHEDULE_TOPIC, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
 from rmqlab.codec.index_layout import HASH_SLOT_SIZE, INDEX_HEADER_SIZE, INDEX_SIZE, index_file_size
 from rmqlab.codec.multi_dispatch import MultiDispatchPairs, is_multi_dispatch_unit
 from rmqlab.codec.names import BATCH_CONSUME_QUEUE_DIR, COMPACTION_DIR, parse_offset_file_name
@@ -164,18 +164,20 @@ class _FileRecords:
     end: int  # absolute offset where the walk stopped
     newest_ts: int
     multi: dict[int, tuple[MultiDispatchPairs, int]]  # offset -> multi-dispatch pairs, record's queue id
+    #: offsets of 5.x inner-batch records (INNER_BATCH_FLAG: one record holds INNER_NUM messages), sorted
+    inner: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
 
 
 # ------------------------------------------------------------------------------------ verify
-def store_notes(snap: StoreSnapshot) -> Iterator[Finding]:
+def store_notes(snap: StoreSnapshot, *, reads_batch_queues: bool = True) -> Iterator[Finding]:
     """The store-level findings that come before any file is checked: parts of a 5.x store that
-    rmqlab does not read (so their absence elsewhere is no damage), and an ``abort`` file. Shared by
-    :func:`verify` and the Spark audit, which must report the same."""
-    bcq = os.path.join(snap.path, BATCH_CONSUME_QUEUE_DIR)
-    if os.path.isdir(bcq) and os.listdir(bcq):
+    are not read (so their absence elsewhere is no damage), and an ``abort`` file. Shared by
+    :func:`verify` and the Spark audit, which does not read BatchConsumeQueues
+    (``reads_batch_queues=False``) and says so."""
+    if not reads_batch_queues and snap.batch_consume_queues:
         yield Finding("warning", "batch_consume_queue_not_read", BATCH_CONSUME_QUEUE_DIR, 0,
-                      "5.x BatchConsumeQueue files (topics with queue.type=BatchCQ) are not read by rmqlab: "
-                      "those topics' records show as in no consume queue, and MessageStore.open refuses the store")
+                      "5.x BatchConsumeQueue files (topics with queue.type=BatchCQ) are not read by the Spark "
+                      "audit: those topics' records show as in no consume queue; `rmqlab verify` checks them")
     if snap.rocksdb_consume_queue:
         beside = ("the file consume queues beside it are checked" if snap.consume_queues else
                   "there are no file consume queues, so records are not checked against any")
@@ -195,9 +197,14 @@ def store_notes(snap: StoreSnapshot) -> Iterator[Finding]:
 def verify(snap: StoreSnapshot, *, check_crc: bool = False,
            progress: Callable[[int], None] | None = None) -> Iterator[Finding]:
     """Yield findings one at a time (see the module docstring); never raises for bad data."""
+    from rmqlab.inspect import batch_checks as bc
+
     yield from _check_layout(snap)
     yield from store_notes(snap)
     queue_ids = {k: i for i, k in enumerate(snap.consume_queues)}
+    batch_ids = bc.batch_queue_ids(snap, len(queue_ids))
+    batches = {i: bc.BatchQueue(snap, k) for k, i in batch_ids.items()}
+    yield from bc.bcq_gaps(batches)
     queues: dict[int, _Queue] = {}
     for k, i in queue_ids.items():
         queues[i] = _Queue(snap, k)
@@ -218,18 +225,21 @@ def verify(snap: StoreSnapshot, *, check_crc: bool = False,
     last_data = max((i for i, mf in enumerate(log_files) if scan_end(mf.buffer) > 0), default=-1)
     for n, mf in enumerate(log_files):
         found: list[Finding] = []
-        recs = _walk_file(snap, mf, queue_ids, check_crc, last=n >= last_data, out=found)
+        recs = _walk_file(snap, mf, queue_ids | batch_ids, check_crc, last=n >= last_data, out=found)
         yield from found
         newest_ts = max(newest_ts, recs.newest_ts)
         lo, hi = mf.file_from_offset, mf.file_from_offset + snap.commit_log_file_size
         if not (snap.rocksdb_consume_queue and not queues):  # (the queues are in RocksDB)
-            yield from _log_to_cq(snap, mf, recs, queues)
+            yield from _log_to_cq(snap, mf, recs, queues, skip=set(batches))
         yield from _cq_to_log(snap, recs, queues, queue_ids, lo, hi)
+        yield from bc.log_to_bcq(snap, mf, recs, batches)
+        yield from bc.bcq_to_log(snap, recs, batches, lo, hi)
         yield from _index_to_log(recs, indexes, lo, hi)
         if progress is not None:
             progress(mf.mapped_length)
     end = log_files[-1].file_from_offset + snap.commit_log_file_size if log_files else 0
     yield from _outside_log(snap, queues, queue_ids, indexes, end)
+    yield from bc.bcq_outside_log(snap, batches, end)
     yield from _check_checkpoint(snap, newest_ts)
     yield from _check_timers(snap)
 
@@ -240,6 +250,10 @@ def _check_layout(snap: StoreSnapshot) -> Iterator[Finding]:
     for (topic, qid), q in snap.consume_queues.items():
         qdir = os.path.join(snap.path, "consumequeue", topic, str(qid))
         yield from _check_files(f"consumequeue {topic}/{qid}", qdir, q.files, snap.consume_queue_file_size,
+                                snap.path, short_last_ok=False)
+    for (topic, qid), b in snap.batch_consume_queues.items():
+        qdir = os.path.join(snap.batch_consume_queue_dir, topic, str(qid))
+        yield from _check_files(f"batchconsumequeue {topic}/{qid}", qdir, b.files, snap.batch_consume_queue_file_size,
                                 snap.path, short_last_ok=False)
     for (topic, qid), e in snap.consume_queue_exts.items():
         qdir = os.path.join(snap.consume_queue_ext_dir, topic, str(qid))
@@ -323,7 +337,7 @@ def _walk_file(snap: StoreSnapshot, mf: MappedFile, queue_ids: dict[tuple[str, i
     extra = len(queue_ids)
     unknown: dict[tuple[str, int], int] = {}
     cols: dict[str, list[np.ndarray]] = {k: [] for k in ("offs", "qkey", "qo", "size", "tags", "check", "sched",
-                                                         "pairs")}
+                                                         "pairs", "inner")}
     newest = 0
     last_cols = None
     multi: dict[int, tuple[MultiDispatchPairs, int]] = {}
@@ -369,6 +383,7 @@ def _walk_file(snap: StoreSnapshot, mf: MappedFile, queue_ids: dict[tuple[str, i
         cols["tags"].append(c.tags_code)
         tx = c.sys_flag & 0xC
         cols["check"].append((tx != TRANSACTION_PREPARED_TYPE) & (tx != TRANSACTION_ROLLBACK_TYPE))
+        cols["inner"].append(offs[(c.sys_flag & INNER_BATCH_FLAG) != 0])
         sched_code = codes.get(SCHEDULE_TOPIC)
         cols["sched"].append(tcode == sched_code if sched_code is not None else np.zeros(c.n, bool))
         rows, hashes = c.index_key_hashes()
@@ -399,7 +414,7 @@ def _walk_file(snap: StoreSnapshot, mf: MappedFile, queue_ids: dict[tuple[str, i
     return _FileRecords(
         offs_all, _cat(cols["qkey"], np.int64), _cat(cols["qo"], np.int64), _cat(cols["size"], np.int64),
         _cat(cols["tags"], np.int64), _cat(cols["check"], bool), _cat(cols["sched"], bool),
-        np.unique(_cat(cols["pairs"], np.int64)), end, newest, multi,
+        np.unique(_cat(cols["pairs"], np.int64)), end, newest, multi, _cat(cols["inner"], np.int64),
     )
 
 
@@ -416,12 +431,15 @@ def _capped(findings: list[Finding], kind: str, file: str, offset: int, what: st
                       f"... and {len(findings) - _MAX_PER_KIND} more {what} (not listed)")
 
 
-def _log_to_cq(snap: StoreSnapshot, mf: MappedFile, recs: _FileRecords, queues: dict[int, _Queue]) -> Iterator[Finding]:
+def _log_to_cq(snap: StoreSnapshot, mf: MappedFile, recs: _FileRecords, queues: dict[int, _Queue],
+               skip: frozenset[int] | set[int] = frozenset()) -> Iterator[Finding]:
     rel = os.path.relpath(mf.file_name, snap.path)
     keys = list(snap.consume_queues)
     missing: list[Finding] = []
     elsewhere: list[Finding] = []
     for qid in np.unique(recs.qkey[recs.check]):
+        if int(qid) in skip:  # a batch queue's records (batch_checks.log_to_bcq)
+            continue
         sel = np.flatnonzero((recs.qkey == qid) & recs.check)
         q = queues.get(int(qid))
         if q is None:

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from rmqlab.store.index_file import IndexFile
 
 __all__ = [
+    "BCQ_COLUMNS",
     "CHAIN_COLUMNS",
     "CQ_COLUMNS",
     "DELAY_COLUMNS",
@@ -40,6 +41,7 @@ __all__ = [
     "MESSAGE_COLUMNS",
     "SLOT_COLUMNS",
     "TOPIC_COLUMNS",
+    "batch_consume_queue_frame",
     "checkpoint_frame",
     "consume_queue_frame",
     "delays_frame",
@@ -67,6 +69,9 @@ MESSAGE_COLUMNS = [
     "uniq_key", "msg_id", "flag", "sys_flag", "born_timestamp", "store_timestamp", "born_host", "store_host",
     "body_length", "body_crc", "crc_ok", "file",
 ]
+#: a BatchConsumeQueue unit per row: its first queue offset and how many messages its record holds
+BCQ_COLUMNS = ["queue_offset", "batch_size", "commit_log_offset", "size", "tags_code", "store_timestamp", "file",
+               "position"]
 CQ_COLUMNS = ["queue_offset", "commit_log_offset", "size", "tags_code", "file", "position", "ext_address"]
 INDEX_FILE_COLUMNS = [
     "name", "path", "size", "begin_timestamp", "end_timestamp", "begin_phy_offset", "end_phy_offset",
@@ -120,6 +125,12 @@ def files_frame(snap: StoreSnapshot) -> pd.DataFrame:
             row("consumequeue", mf.file_name, topic=q.topic, queue_id=q.queue_id, file_from_offset=mf.file_from_offset,
                 file_size=snap.consume_queue_file_size,
                 wrote_position=len(q.valid_units(mf)) * CQ_STORE_UNIT_SIZE)
+    for b in snap.batch_consume_queues.values():
+        for mf in b.files:
+            units = b.valid_units(mf)
+            row("batchconsumequeue", mf.file_name, topic=b.topic, queue_id=b.queue_id,
+                file_from_offset=mf.file_from_offset, file_size=snap.batch_consume_queue_file_size,
+                wrote_position=len(units) * units.itemsize)
     if not snap.index_error:
         for f in snap.index_files_opened():
             row("index", f.file_name, file_size=f.file_size, index_count=f.index_count,
@@ -144,7 +155,8 @@ def _other_files(snap: StoreSnapshot, row: Any) -> None:
         top = parts[0] if parts else ""
         for n in sorted(filenames):
             full = os.path.join(dirpath, n)
-            if (top == "commitlog" and len(parts) == 1) or (top == "consumequeue" and len(parts) == 3):
+            if (top == "commitlog" and len(parts) == 1) or (top in ("consumequeue", "batchconsumequeue")
+                                                            and len(parts) == 3):
                 if parse_offset_file_name(n) is None:
                     row("other", full)
             elif top == "index" and len(parts) == 1:
@@ -328,6 +340,34 @@ def consume_queue_frame(snap: StoreSnapshot, topic: str, queue_id: int, start: i
     data["file"] = _repeated_strings(files)
     data["tags_code"], data["ext_address"] = _resolve_ext(snap, (topic, queue_id), data["tags_code"])
     return pd.DataFrame(data, columns=CQ_COLUMNS, copy=False)  # 10 M rows: no second copy of 6 columns
+
+
+def batch_consume_queue_frame(snap: StoreSnapshot, topic: str, queue_id: int, start: int | None = None,
+                              limit: int | None = None) -> pd.DataFrame:
+    """A 5.x BatchConsumeQueue's valid units, one row per unit (= per commit-log record), from the
+    unit holding queue offset ``start`` (units whose ``queue_offset + batch_size > start``)."""
+    from rmqlab.codec.batch_consume_queue_unit import BCQ_STORE_UNIT_SIZE
+
+    q = snap.batch_consume_queues.get((topic, queue_id))
+    if q is None:
+        from rmqlab.errors import ConfigError
+
+        raise ConfigError(f"no batch consume queue {topic}/{queue_id} in {snap.path}")
+    where, units = q.units()
+    ends = units["msg_base_offset"].astype(np.int64) + units["batch_size"].astype(np.int64)
+    pos = np.concatenate([np.arange(n, dtype=np.int64) * BCQ_STORE_UNIT_SIZE for _, n in where]) if where \
+        else np.empty(0, np.int64)
+    files = [(_rel(snap, mf.file_name), n) for mf, n in where]
+    lo = int(np.searchsorted(ends, start, side="right")) if start is not None else 0
+    hi = len(units) if limit is None else min(len(units), lo + max(0, limit))
+    part = units[lo:hi]
+    data: dict[str, Any] = {
+        "queue_offset": part["msg_base_offset"].astype(np.int64), "batch_size": part["batch_size"].astype(np.int64),
+        "commit_log_offset": part["commit_log_offset"].astype(np.int64), "size": part["size"].astype(np.int64),
+        "tags_code": part["tags_code"].astype(np.int64), "store_timestamp": part["store_timestamp"].astype(np.int64),
+        "file": _repeated_strings(files)[lo:hi], "position": pos[lo:hi],
+    }
+    return pd.DataFrame(data, columns=BCQ_COLUMNS)
 
 
 def _resolve_ext(snap: StoreSnapshot, key: tuple[str, int], tags: np.ndarray) -> tuple[np.ndarray, Any]:

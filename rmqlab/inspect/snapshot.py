@@ -40,13 +40,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rmqlab.codec import batch_consume_queue_unit as bcq
 from rmqlab.codec.checkpoint import CHECKPOINT_DATA_SIZE, Checkpoint
 from rmqlab.codec.consume_queue_ext_unit import gather_units, undecorate
 from rmqlab.codec.consume_queue_unit import CQ_STORE_UNIT_SIZE, CQ_UNIT_DTYPE, MAX_ADDR, units_view, valid_prefix
 from rmqlab.codec.flags import BLANK_MAGIC_CODE
 from rmqlab.codec.index_layout import choose_index_layout, index_file_size
 from rmqlab.codec.message import BlankRecord, MessageRecord, decode_message
-from rmqlab.codec.names import COMPACTION_DIR, infer_file_size, is_rocksdb_listing, parse_offset_file_name
+from rmqlab.codec.names import (
+    BATCH_CONSUME_QUEUE_DIR,
+    COMPACTION_DIR,
+    infer_file_size,
+    is_rocksdb_listing,
+    parse_offset_file_name,
+)
 from rmqlab.codec.scan import RecordColumns, header_hop, scan_records
 from rmqlab.codec.walk import iter_records
 from rmqlab.errors import ConfigError, CorruptRecord, NotAStore
@@ -57,7 +64,7 @@ if TYPE_CHECKING:
 
     from rmqlab.store.index_file import IndexFile
 
-__all__ = ["Damage", "ExtQueueFiles", "QueueFiles", "StoreSnapshot", "open_snapshot"]
+__all__ = ["BatchQueueFiles", "Damage", "ExtQueueFiles", "QueueFiles", "StoreSnapshot", "open_snapshot"]
 
 _STORE_MARKERS = ("commitlog", "consumequeue", "index", "checkpoint")
 #: records per columnar scan chunk (bounds the memory of a walk over a 1 GiB file)
@@ -104,6 +111,36 @@ class QueueFiles:
             if len(part) * CQ_STORE_UNIT_SIZE < mf.file_size:
                 break
         return base, parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+@dataclass
+class BatchQueueFiles:
+    """One topic/queue's 5.x BatchConsumeQueue files (46-byte units), mapped read-only, oldest first."""
+
+    topic: str
+    queue_id: int
+    files: list[MappedFile]
+
+    def valid_units(self, mf: MappedFile) -> np.ndarray:
+        """The units of one file up to the first invalid one (``BatchConsumeQueue.recover``'s test)."""
+        units = bcq.units_view(mf.buffer)
+        return units[: bcq.valid_prefix(units)]
+
+    def units(self) -> tuple[list[tuple[MappedFile, int]], np.ndarray]:
+        """``([(file, units read from it)], units)``: the valid units of every file, stopping at
+        the first file not full of them. A unit's queue offsets are its own ``msg_base_offset ..
+        + batch_size - 1`` (no unit index maps to a queue offset, unlike a plain queue)."""
+        parts: list[np.ndarray] = []
+        where: list[tuple[MappedFile, int]] = []
+        for mf in self.files:
+            part = self.valid_units(mf)
+            parts.append(part)
+            where.append((mf, len(part)))
+            if len(part) * bcq.BCQ_STORE_UNIT_SIZE + bcq.BCQ_STORE_UNIT_SIZE <= mf.file_size:
+                break
+        if not parts:
+            return where, np.empty(0, bcq.BCQ_UNIT_DTYPE)
+        return where, parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 @dataclass
@@ -155,7 +192,8 @@ class StoreSnapshot:
     """A read-only view of one store dir. Use as a context manager or call :meth:`close`.
 
     Attributes: ``commit_log_files`` (``MappedFile`` list, oldest first), ``consume_queues``
-    (``{(topic, queue_id): QueueFiles}``), ``index_paths``, ``abort_present``,
+    (``{(topic, queue_id): QueueFiles}``), ``batch_consume_queues`` (5.x BatchConsumeQueues under
+    ``batchconsumequeue/``, ``{(topic, queue_id): BatchQueueFiles}``), ``index_paths``, ``abort_present``,
     ``rocksdb_consume_queue`` (5.x keeps consume queues in a RocksDB database in ``consumequeue/``,
     which is not read), ``compaction_files`` (5.x compaction logs, not read), the inferred
     ``commit_log_file_size``, ``consume_queue_file_size``, ``hash_slot_num``, ``index_num``.
@@ -185,11 +223,13 @@ class StoreSnapshot:
         self.commit_log_files: list[MappedFile] = []
         self.consume_queues: dict[tuple[str, int], QueueFiles] = {}
         self.consume_queue_exts: dict[tuple[str, int], ExtQueueFiles] = {}
+        self.batch_consume_queues: dict[tuple[str, int], BatchQueueFiles] = {}
         self._index_files: list[IndexFile] | None = None
         try:
             self._map_commit_log(commit_log_file_size)
             self._map_consume_queues(consume_queue_file_size)
             self._map_consume_queue_exts()
+            self._map_batch_consume_queues()
             self._find_index_files(hash_slot_num, index_num)
         except BaseException:
             self.close()
@@ -233,6 +273,18 @@ class StoreSnapshot:
                 for n, s in zip(names, sizes, strict=True) if s
             ]
             self.consume_queue_exts[(topic, qid)] = ExtQueueFiles(topic, qid, files, self.consume_queue_ext_file_size)
+
+    def _map_batch_consume_queues(self) -> None:
+        self.batch_consume_queue_dir = os.path.join(self.path, BATCH_CONSUME_QUEUE_DIR)
+        found = _queue_dirs(self.batch_consume_queue_dir)
+        self.batch_consume_queue_file_size = infer_file_size([(f[2], f[3]) for f in found], bcq.BCQ_FILE_SIZE)
+        for topic, qid, names, sizes in found:
+            qdir = os.path.join(self.batch_consume_queue_dir, topic, str(qid))
+            files = [
+                MappedFile(os.path.join(qdir, n), self.batch_consume_queue_file_size, read_only=True)
+                for n, s in zip(names, sizes, strict=True) if s
+            ]
+            self.batch_consume_queues[(topic, qid)] = BatchQueueFiles(topic, qid, files)
 
     def _find_index_files(self, hash_slot_num: int | None, index_num: int | None) -> None:
         self.index_dir = os.path.join(self.path, "index")
@@ -420,6 +472,12 @@ class StoreSnapshot:
 
         return frames.consume_queue_frame(self, topic, queue_id, start, limit)
 
+    def batch_consume_queue(self, topic: str, queue_id: int, start: int | None = None,
+                            limit: int | None = None) -> pd.DataFrame:
+        from rmqlab.inspect.frames import batch_consume_queue_frame
+
+        return batch_consume_queue_frame(self, topic, queue_id, start, limit)
+
     def index_files(self) -> pd.DataFrame:
         from rmqlab.inspect import frames
 
@@ -505,6 +563,10 @@ class StoreSnapshot:
             for mf in e.files:
                 mf.close()
         self.consume_queue_exts = {}
+        for b in getattr(self, "batch_consume_queues", {}).values():
+            for mf in b.files:
+                mf.close()
+        self.batch_consume_queues = {}
         for f in self._index_files or []:
             f.mapped_file.close()
         self._index_files = None

@@ -156,7 +156,7 @@ def _store_meta(path: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]
                   mf.file_from_offset + size, mf.mapped_length, int(n >= last_data)) for n, mf in enumerate(log)]
         queues = []
         n_units = 0
-        found: list[Finding] = [*_check_layout(snap), *store_notes(snap)]
+        found: list[Finding] = [*_check_layout(snap), *store_notes(snap, reads_batch_queues=False)]
         for (topic, qid), q in snap.consume_queues.items():
             base, units = q.units()
             first = os.path.relpath(q.files[0].file_name, snap.path) if q.files else ""

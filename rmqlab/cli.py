@@ -204,7 +204,8 @@ def inspect(store: Path, hash_slot_num: int | None, index_num: int | None, as_js
     """Summary of a store: files per kind, topics/queues with offsets and lag, checkpoint, abort.
 
     JSON keys: store, abort_present, commit_log {files, file_size, min_offset, max_offset},
-    consume_queue_file_size, index {files, hash_slot_num, index_num, error}, files_per_kind
+    consume_queue_file_size, batch_consume_queues (5.x BatchCQ queues), index {files, hash_slot_num,
+    index_num, error}, files_per_kind
     [{kind, files, bytes}], queues [topics() rows], checkpoint (or null).
 
     Example: rmqlab inspect data/clean-small --json
@@ -224,6 +225,7 @@ def inspect(store: Path, hash_slot_num: int | None, index_num: int | None, as_js
             "commit_log": {"files": len(snap.commit_log_files), "file_size": snap.commit_log_file_size,
                            "min_offset": snap.min_offset, "max_offset": snap.max_offset},
             "consume_queue_file_size": snap.consume_queue_file_size,
+            "batch_consume_queues": len(snap.batch_consume_queues),
             "index": {"files": len(snap.index_paths), "hash_slot_num": snap.hash_slot_num,
                       "index_num": snap.index_num, "error": snap.index_error or None},
             "files_per_kind": kinds,

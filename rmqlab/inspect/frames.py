@@ -506,6 +506,8 @@ def topics_frame(snap: StoreSnapshot) -> pd.DataFrame:
 
     ``min_offset``/``max_offset`` are the CQ's (like ``get_min/max_offset_in_queue``, 0/0 when
     there is no CQ); ``min_queue_offset``/``max_queue_offset`` the records' own (-1 when none).
+    A 5.x BatchConsumeQueue counts one unit per record and its offsets by message (its last
+    unit's ``queue_offset + batch_size``); an inner-batch record's queue offset is its first message's.
     """
     cq: dict[tuple[str, int], tuple[int, int, int, int, int]] = {}
     for key, q in snap.consume_queues.items():
@@ -514,6 +516,17 @@ def topics_frame(snap: StoreSnapshot) -> pd.DataFrame:
         first = base + (len(units) - len(real))
         end_phy = int(real["commit_log_offset"][-1]) + int(real["size"][-1]) if len(real) else -1
         cq[key] = (first, base + len(units), len(real), int(real["size"].astype(np.int64).sum()), end_phy)
+    for key, b in snap.batch_consume_queues.items():
+        if key in cq:
+            continue  # a queue with plain files too: its records are checked against those
+        _, units = b.units()
+        if len(units):
+            last = units[-1]
+            cq[key] = (int(units["msg_base_offset"][0]), int(last["msg_base_offset"]) + int(last["batch_size"]),
+                       len(units), int(units["size"].astype(np.int64).sum()),
+                       int(last["commit_log_offset"]) + int(last["size"]))
+        else:
+            cq[key] = (0, 0, 0, 0, -1)
     log: dict[tuple[str, int], list[int]] = {}
     for _mf, c in snap.scan(with_properties=False):
         if not c.n:

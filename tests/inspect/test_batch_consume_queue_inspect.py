@@ -166,3 +166,14 @@ def test_blank_and_wrong_sized_files(tmp_path: Path) -> None:
     got = _kinds(tmp_path)
     assert got.get("file_size_mismatch") == 1
     assert encode_blank(8)  # (the codec the store builder would use at a file end)
+
+
+def test_topics_count_batch_queues_by_message(tmp_path: Path) -> None:
+    units = _write_store(tmp_path)
+    with open_snapshot(tmp_path) as snap:
+        t = snap.topics().set_index(["topic", "queue_id"])
+    row = t.loc[("Batched", 0)]
+    assert (row.min_offset, row.max_offset, row.cq_units, row.messages, row.lag) == (0, sum(BATCHES), 9, 9, 0)
+    assert row.cq_max_phy_offset == units[-1][0] + units[-1][1]
+    assert row.cq_bytes == sum(u[1] for u in units)
+    assert t.loc[("Plain", 0)].max_offset == 9

@@ -46,8 +46,8 @@ def test_help_everywhere_has_an_example() -> None:
 
 def test_inspect_json(clean: str) -> None:
     out = js("inspect", clean, "--json")
-    assert set(out) == {"store", "abort_present", "commit_log", "consume_queue_file_size", "index", "files_per_kind",
-                        "queues", "checkpoint"}
+    assert set(out) == {"store", "abort_present", "commit_log", "consume_queue_file_size", "batch_consume_queues",
+                        "index", "files_per_kind", "queues", "checkpoint"}
     assert set(out["commit_log"]) == {"files", "file_size", "min_offset", "max_offset"}
     assert out["commit_log"]["max_offset"] == 583309
     assert not out["abort_present"]

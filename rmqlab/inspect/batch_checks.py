@@ -24,7 +24,7 @@ import numpy as np
 
 from rmqlab.codec.batch_consume_queue_unit import BCQ_STORE_UNIT_SIZE
 from rmqlab.codec.flags import PROPERTY_INNER_NUM
-from rmqlab.inspect.checks import Finding, _capped, _FileRecords
+from rmqlab.inspect.checks import Finding, _capped, _FileRecords, records_at
 
 if TYPE_CHECKING:
     from rmqlab.files.mapped_file import MappedFile
@@ -91,9 +91,7 @@ def bcq_to_log(snap: StoreSnapshot, recs: _FileRecords, queues: dict[int, BatchQ
                           f"{int(q.base[idx[past][0]])} point at or past {recs.end}, where the readable log of "
                           "this file ends")
         idx, uoff = idx[~past], uoff[~past]
-        j = np.searchsorted(recs.offs, uoff)
-        jj = np.minimum(j, max(len(recs.offs) - 1, 0))
-        hit = (j < len(recs.offs)) & (recs.offs[jj] == uoff) if len(recs.offs) else np.zeros(len(uoff), bool)
+        hit, jj = records_at(recs, uoff)
         bad: list[Finding] = []
         for i in idx[~hit].tolist():
             f, p = q.where(i)

@@ -467,6 +467,14 @@ def _log_to_cq(snap: StoreSnapshot, mf: MappedFile, recs: _FileRecords, queues: 
     yield from _capped(elsewhere, "consume_queue_points_elsewhere", rel, recs.end, "records")
 
 
+def records_at(recs: _FileRecords, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(hit, row)``: whether a record of the file starts at each offset, and its row there."""
+    j = np.searchsorted(recs.offs, offsets)
+    jj = np.minimum(j, max(len(recs.offs) - 1, 0))
+    hit = (j < len(recs.offs)) & (recs.offs[jj] == offsets) if len(recs.offs) else np.zeros(len(offsets), bool)
+    return hit, jj
+
+
 def _cq_to_log(snap: StoreSnapshot, recs: _FileRecords, queues: dict[int, _Queue],
                queue_ids: dict[tuple[str, int], int], lo: int, hi: int) -> Iterator[Finding]:
     names = {i: f"{k[0]}/{k[1]}" for k, i in queue_ids.items()}
@@ -483,9 +491,7 @@ def _cq_to_log(snap: StoreSnapshot, recs: _FileRecords, queues: dict[int, _Queue
                           f"{names[qid]}: {int(past.sum())} unit(s) from queue offset {q.base + int(idx[past][0])} "
                           f"point at or past {recs.end}, where the readable log of this file ends")
         idx, uoff = idx[~past], uoff[~past]
-        j = np.searchsorted(recs.offs, uoff)
-        jj = np.minimum(j, max(len(recs.offs) - 1, 0))
-        hit = (j < len(recs.offs)) & (recs.offs[jj] == uoff) if len(recs.offs) else np.zeros(len(uoff), bool)
+        hit, jj = records_at(recs, uoff)
         bad: list[Finding] = []
         for i in idx[~hit]:
             f, p = q.where(int(i))

@@ -714,3 +714,17 @@ def test_index_buffer_is_a_window_to_the_files_end(tmp_path):
         got = np.frombuffer(bytes(sbr.buffer), dtype=q.units().dtype)
     assert int(got["msg_base_offset"][0]) == units[9].base
     assert q.get_index_buffer(Model(units).max) is None
+
+
+def test_recover_reports_units_out_of_order_across_files(tmp_path):
+    q = make(root_of(tmp_path))
+    units = make_units(12)
+    units[8] = U(units[8].phy, units[8].size, 0, units[8].time, units[8].base + 1, units[8].batch)
+    units[10] = U(units[9].phy, units[10].size, 0, units[10].time, units[10].base, units[10].batch)
+    put_all(q, units[:10])
+    assert q.put_batch_message_position_info(*units[10].args())  # start offset not above: skipped
+    q, steps = reopen(q)
+    odd = {s.reason.split(": ")[2].split(" (")[0]: s for s in steps if s.decision == "kept out of order"}
+    assert odd["msgBaseOffset does not continue the previous unit's batch"].offset == FILE
+    assert "commit log offset does not increase" not in odd
+    assert "(2 such unit(s)" in odd["msgBaseOffset does not continue the previous unit's batch"].reason

@@ -475,6 +475,22 @@ class BatchConsumeQueue:
                 self._floor_memo = None
         return bool(ok)
 
+    def put_message_position_info_wrapper(self, offset: int, size: int, tags_code: int, store_timestamp: int,
+                                          msg_base_offset: int, batch_size: int) -> bool:
+        """The dispatch of a record's unit (``putMessagePositionInfoWrapper``): a negative
+        msgBaseOffset or batchSize is logged and skipped, as RocketMQ does ("[NOTIFYME]unexpected
+        dispatch request"); so is a batchSize of 0 (RocketMQ writes that unit, and its next
+        recovery ends the queue there). Returns False for a skipped record, else what
+        :meth:`put_batch_message_position_info` returns. RocketMQ retries a failed put 30 times,
+        a second apart, then marks the logic queues in error: the caller's business here."""
+        if msg_base_offset < 0 or batch_size <= 0:
+            log.warning("[NOTIFYME]unexpected dispatch request in batch consume queue topic:%s queue:%d offset:%d "
+                        "(msgBaseOffset %d, batchSize %d)", self.topic, self.queue_id, offset, msg_base_offset,
+                        batch_size)
+            return False
+        return self.put_batch_message_position_info(offset, size, tags_code, store_timestamp, msg_base_offset,
+                                                    batch_size)
+
     # --- offsets ---------------------------------------------------------------------------------
 
     def get_max_physic_offset(self) -> int:

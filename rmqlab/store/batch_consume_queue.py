@@ -376,32 +376,39 @@ class BatchConsumeQueue:
         )
 
     def _order_steps(self, walked: list[tuple[MappedFile, int]]) -> list[RecoveryStep]:
-        """Report the first break of order among the recovered units of the walked files."""
-        parts = [(mf, units_view(mf.buffer[: count * _UNIT])) for mf, count in walked if count]
-        if not parts:
-            return []
-        units = np.concatenate([u for _, u in parts]) if len(parts) > 1 else parts[0][1]
-        where = np.concatenate([np.full(len(u), i) for i, (_, u) in enumerate(parts)])
-        pos = np.concatenate([np.arange(len(u)) for _, u in parts])
-        base = units["msg_base_offset"].astype(np.int64)
-        end = base + units["batch_size"].astype(np.int64)
-        phy = units["commit_log_offset"].astype(np.int64)
+        """Report the first break of order among the recovered units of the walked files (file
+        by file, with the boundary between files checked on its own: no copy of the files)."""
+        checks = ("msgBaseOffset does not continue the previous unit's batch", "commit log offset does not increase")
+        first: list[tuple[MappedFile, int] | None] = [None, None]
+        counts = [0, 0]
+        prev: tuple[int, int] | None = None  # (end of the previous unit's batch, its commit log offset)
+        for mf, count in walked:
+            if not count:
+                continue
+            units = units_view(mf.buffer[: count * _UNIT])
+            base = units["msg_base_offset"].astype(np.int64)
+            end = base + units["batch_size"].astype(np.int64)
+            phy = units["commit_log_offset"].astype(np.int64)
+            for c, bad in enumerate((base[1:] != end[:-1], phy[1:] <= phy[:-1])):
+                hits = np.flatnonzero(bad)
+                at_start = prev is not None and (int(base[0]) != prev[0] if c == 0 else int(phy[0]) <= prev[1])
+                counts[c] += int(hits.size) + at_start
+                if first[c] is None and (at_start or hits.size):
+                    first[c] = (mf, 0 if at_start else int(hits[0]) + 1)
+            prev = (int(end[-1]), int(phy[-1]))
+            del units, base, end, phy
         steps = []
-        for what, bad in (
-            ("msgBaseOffset does not continue the previous unit's batch", base[1:] != end[:-1]),
-            ("commit log offset does not increase", phy[1:] <= phy[:-1]),
-        ):
-            hits = np.flatnonzero(bad)
-            if hits.size:
-                k = int(hits[0]) + 1
-                mf = parts[int(where[k])][0]
-                p = int(pos[k]) * _UNIT
-                steps.append(RecoveryStep(
-                    PHASE, self._label(mf), mf.file_from_offset + p, "kept out of order",
-                    f"{self.name}: unit at byte {p} of {mf.name}: {what} ({int(hits.size)} such unit(s) in the "
-                    "scanned files); RocketMQ keeps it and its binary searches assume the order, so lookups "
-                    "near it may pick another unit",
-                ))
+        for c, what in enumerate(checks):
+            hit = first[c]
+            if hit is None:
+                continue
+            mf, i = hit
+            steps.append(RecoveryStep(
+                PHASE, self._label(mf), mf.file_from_offset + i * _UNIT, "kept out of order",
+                f"{self.name}: unit at byte {i * _UNIT} of {mf.name}: {what} ({counts[c]} such unit(s) in the "
+                "scanned files); RocketMQ keeps it and its binary searches assume the order, so lookups "
+                "near it may pick another unit",
+            ))
         return steps
 
     def _truncate_in_memory(self, offset: int) -> None:
@@ -468,6 +475,22 @@ class BatchConsumeQueue:
                 self._floor_memo = None
         return bool(ok)
 
+    def put_message_position_info_wrapper(self, offset: int, size: int, tags_code: int, store_timestamp: int,
+                                          msg_base_offset: int, batch_size: int) -> bool:
+        """The dispatch of a record's unit (``putMessagePositionInfoWrapper``): a negative
+        msgBaseOffset or batchSize is logged and skipped, as RocketMQ does ("[NOTIFYME]unexpected
+        dispatch request"); so is a batchSize of 0 (RocketMQ writes that unit, and its next
+        recovery ends the queue there). Returns False for a skipped record, else what
+        :meth:`put_batch_message_position_info` returns. RocketMQ retries a failed put 30 times,
+        a second apart, then marks the logic queues in error: the caller's business here."""
+        if msg_base_offset < 0 or batch_size <= 0:
+            log.warning("[NOTIFYME]unexpected dispatch request in batch consume queue topic:%s queue:%d offset:%d "
+                        "(msgBaseOffset %d, batchSize %d)", self.topic, self.queue_id, offset, msg_base_offset,
+                        batch_size)
+            return False
+        return self.put_batch_message_position_info(offset, size, tags_code, store_timestamp, msg_base_offset,
+                                                    batch_size)
+
     # --- offsets ---------------------------------------------------------------------------------
 
     def get_max_physic_offset(self) -> int:
@@ -496,6 +519,35 @@ class BatchConsumeQueue:
         none (RocketMQ: NullPointerException)."""
         unit = self.get(self.max_offset_in_queue - 1)
         return -1 if unit is None else unit[0] + unit[1]
+
+    def get_earliest_unit(self) -> tuple[int, int, int, int, int, int, int, int] | None:
+        """``getEarliestUnit``: ``get(min_offset_in_queue)``."""
+        return self.get(self.min_offset_in_queue)
+
+    def get_latest_unit(self) -> tuple[int, int, int, int, int, int, int, int] | None:
+        """``getLatestUnit``: ``get(max_offset_in_queue - 1)``."""
+        return self.get(self.max_offset_in_queue - 1)
+
+    def roll_next_file(self, next_begin_offset: int) -> int:
+        """``rollNextFile``: RocketMQ's BatchConsumeQueue answers 0 whatever the offset (so a
+        pull that finds no unit at its offset is told to go on from 0; the broker's caller
+        decides what to do with that)."""
+        return 0
+
+    def is_first_file_available(self) -> bool:
+        first = self.mapped_file_queue.get_first_mapped_file()
+        return first is not None and first.is_available()
+
+    def is_first_file_exist(self) -> bool:
+        return self.mapped_file_queue.get_first_mapped_file() is not None
+
+    def get_total_size(self) -> int:
+        """Bytes of all files (``getTotalFileSize``: whole files, written or not)."""
+        return self.mapped_file_size * len(self.mapped_file_queue.mapped_files)
+
+    @staticmethod
+    def get_unit_size() -> int:
+        return _UNIT
 
     # --- lookups by queue offset -----------------------------------------------------------------
 
@@ -762,6 +814,20 @@ class BatchConsumeQueue:
                    "file before, and its next recovery drops the units appended after it)")
         return RecoveryStep(PHASE, self._label(mf), mf.file_from_offset + i * _UNIT,
                             "truncate at a unit RocketMQ keeps", f"{self.name}: unit {i} of {mf.name} {why}")
+
+    def units_past_log(self, phy_offset: int) -> list[RecoveryStep]:
+        """The steps :meth:`truncate_dirty_logic_files` would return, changing nothing (for a
+        dry-run recovery plan, and for read-only views)."""
+        cuts: list[RecoveryStep] = []
+        for mf in reversed(self.mapped_file_queue.mapped_files):
+            units = units_view(mf.buffer[: self.mapped_file_size])
+            _, cut, drop = self._truncation_point(units, phy_offset)
+            if cut is not None:
+                cuts.append(self._cut_step(mf, units, cut, phy_offset))
+            del units
+            if not drop:
+                break
+        return cuts
 
     def correct_min_offset(self, min_phy: int) -> None:
         """``correctMinOffset(phyMinOffset)``: revise the min offset from the first file's first

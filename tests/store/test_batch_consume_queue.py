@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rmqlab.codec.batch_consume_queue_unit import BCQ_FILE_SIZE, pack_unit, unpack_unit
+from rmqlab.codec.batch_consume_queue_unit import BCQ_FILE_SIZE, BCQ_UNIT_DTYPE, pack_unit, unpack_unit
 from rmqlab.errors import ConfigError, InvalidTopic, ReadOnlyStore
 from rmqlab.events import EventBus, EventRecorder, RecoveryStep
 from rmqlab.store.batch_consume_queue import LOWER, PHASE, UPPER, BatchConsumeQueue
@@ -292,13 +292,24 @@ def test_put_refuses_units_recovery_would_reject(tmp_path):
 def test_thousands_of_units_reopened(tmp_path):
     per_file = 256
     q = make(root_of(tmp_path), per_file * UNIT)
-    units = make_units(3000, batches=[1, 1, 3, 17, 128, 2, 1, 9, 300, 5], base0=12_345,
+    units = make_units(3000, batches=[1, 1, 3, 17, 2, 1, 9, 5, 1, 30], base0=12_345,
                        time_steps=[0, 1, 0, 0, 2, 7, 0, 1])
     put_all(q, units)
     m = Model(units, per_file)
     q, steps = reopen(q)
     assert [s.decision for s in steps] == ["trusted", "keep", "recovered"]
-    check_against(q, m, queue_offsets=range(m.min - 2, m.max + 2, 3))
+    assert len(file_names(q)) == 12
+    check_against(q, m)  # every queue offset from below the min to past the max
+
+
+def test_huge_batches(tmp_path):
+    q = make(root_of(tmp_path))
+    units = make_units(40, batches=[32767, 1, 1000, 32767, 5])
+    put_all(q, units)
+    q, _ = reopen(q)
+    m = Model(units)
+    edges = sorted({u.base + d for u in units for d in (-1, 0, 1, u.batch - 1, u.batch)})
+    check_against(q, m, queue_offsets=edges)
 
 
 @st.composite
@@ -714,3 +725,68 @@ def test_index_buffer_is_a_window_to_the_files_end(tmp_path):
         got = np.frombuffer(bytes(sbr.buffer), dtype=q.units().dtype)
     assert int(got["msg_base_offset"][0]) == units[9].base
     assert q.get_index_buffer(Model(units).max) is None
+
+
+def test_recover_reports_units_out_of_order_across_files(tmp_path):
+    q = make(root_of(tmp_path))
+    units = make_units(12)
+    units[8] = U(units[8].phy, units[8].size, 0, units[8].time, units[8].base + 1, units[8].batch)
+    units[10] = U(units[9].phy, units[10].size, 0, units[10].time, units[10].base, units[10].batch)
+    put_all(q, units[:10])
+    assert q.put_batch_message_position_info(*units[10].args())  # start offset not above: skipped
+    q, steps = reopen(q)
+    odd = {s.reason.split(": ")[2].split(" (")[0]: s for s in steps if s.decision == "kept out of order"}
+    assert odd["msgBaseOffset does not continue the previous unit's batch"].offset == FILE
+    assert "commit log offset does not increase" not in odd
+    assert "(2 such unit(s)" in odd["msgBaseOffset does not continue the previous unit's batch"].reason
+
+
+def test_wrapper_skips_what_rocketmq_skips(tmp_path):
+    q = make(root_of(tmp_path))
+    assert not q.put_message_position_info_wrapper(0, 10, 0, 0, -1, 1)
+    assert not q.put_message_position_info_wrapper(0, 10, 0, 0, 0, -2)
+    assert not q.put_message_position_info_wrapper(0, 10, 0, 0, 0, 0)
+    assert file_names(q) == []
+    assert q.put_message_position_info_wrapper(0, 10, 0, 0, 0, 2)
+    assert q.put_message_position_info_wrapper(0, 10, 0, 0, 0, 2)  # a duplicate
+    assert q.get_max_offset_in_queue() == 2
+
+
+def test_arrays_keep_the_big_endian_unit_dtype(tmp_path):
+    q = make(root_of(tmp_path))
+    put_all(q, make_units(20))
+    for arr in (q.units(), q.units(3, 17), q.units_from(0, 4), q.units_from(10**9, 4), q.units(5, 2)):
+        assert arr.dtype == BCQ_UNIT_DTYPE
+    assert len(q.units(5, 2)) == 0
+    assert [int(x) for x in q.units(-3)["msg_base_offset"]] == [u.base for u in make_units(20)[-3:]]
+
+
+def test_read_only_trimmed_last_file(tmp_path):
+    q, units = _closed(tmp_path, 12)
+    last = Path(q.queue_dir, f"{FILE:020d}")
+    last.write_bytes(last.read_bytes()[: 3 * UNIT + 10])  # a sample cut mid-unit
+    before = tree_hash(root_of(tmp_path))
+    ro = make(root_of(tmp_path), read_only=True)
+    assert ro.load()
+    steps = ro.recover()
+    assert steps[0].offset == FILE + 3 * UNIT
+    assert "shorter than" in steps[0].reason
+    check_against(ro, Model(units[:11]))
+    ro.shutdown()
+    assert tree_hash(root_of(tmp_path)) == before
+    assert not make(root_of(tmp_path)).load()  # a writable open refuses the short file
+
+
+def test_by_time_picks_the_file_by_the_floor_of_first_times(tmp_path):
+    # the clock went back between files: RocketMQ's time cache is keyed by each file's first
+    # store time, so the floor key picks the file, whatever the files' order
+    times = [20 + i for i in range(4)] + [10 + i for i in range(4)] + [30, 31]
+    q, units = _timed(tmp_path, times, per_file=4)
+    assert q.get_offset_in_queue_by_time(12, LOWER) == units[6].base  # in the second file
+    assert q.get_offset_in_queue_by_time(21, LOWER) == units[1].base  # in the first file
+    assert q.get_offset_in_queue_by_time(25, LOWER) == units[3].base  # past the first file's last unit
+    assert q.get_offset_in_queue_by_time(5, LOWER) == units[0].base  # below every key: the first file
+    m = Model(units, 4)
+    for t in range(0, 40):
+        for b in (LOWER, UPPER):
+            assert q.get_offset_in_queue_by_time(t, b) == m.by_time(t, b)

@@ -231,9 +231,10 @@ def _store_meta(path: str) -> _StoreMeta:
         if not snap.index_error:  # chains are per index file: their slots and links, numpy on the driver
             found += _index_chains([_Index(snap, f) for f in snap.index_files_opened()])
         bqueues, bdup = [], []
-        batches = {i: bc.BatchQueue(snap, k) for k, i in bc.batch_queue_ids(snap, 0).items()}
+        keys = list(bc.batch_queue_ids(snap, 0))  # (not the batch queues that have plain files too)
+        batches = {i: bc.BatchQueue(snap, k) for i, k in enumerate(keys)}
         found += bc.bcq_gaps(batches)
-        for (topic, qid), q in zip(bc.batch_queue_ids(snap, 0), batches.values(), strict=True):
+        for (topic, qid), q in zip(keys, batches.values(), strict=True):
             bqueues.append((snap.path, topic, qid, int(q.base[-1] + q.batch[-1]) if len(q.base) else 0))
             order = np.argsort(q.base, kind="stable")  # (as log_to_bcq looks units up)
             later = order[1:][q.base[order][1:] == q.base[order][:-1]]

@@ -147,3 +147,29 @@ def test_source_rows_equal_snapshot_frames(spark: Any, batch_stores: dict[str, P
                 counts[os.path.basename(path)] = len(want)
     assert counts == {"bcq": 9, "bcq-short-file": 6, "bcq-torn-tail": 8, "bcq-empty-queue": 0, "bcq-dup-base": 9,
                       "bcq-also-plain": 9}
+
+
+def test_inner_num_column_is_what_verify_reads(batch_stores: dict[str, Path]) -> None:
+    """``inner_num`` (asked for by name): INNER_NUM of inner-batch records as ``int()`` reads
+    the decoded property, null for single records and where it is no number (in-process read)."""
+    from rmqlab.inspect import open_snapshot
+    from rmqlab.spark import schemas
+    from rmqlab.spark.sources import CommitLogReader
+
+    for name in ("bcq", "bcq-inner-num"):
+        path = store_paths(batch_stores, name)[0]
+        cols = ["offset", "sys_flag", "inner_num"]
+        reader = CommitLogReader({"path": path, "columns": ",".join(cols)}, schemas.commit_log_schema(columns=cols))
+        rows = [r for p in reader.partitions() for b in reader.read(p) for r in b.to_pylist()]
+        want = []
+        with open_snapshot(path) as snap:
+            for r in rows:
+                value = None
+                if r["sys_flag"] & 0x80:
+                    try:
+                        value = int(snap.read_record(r["offset"]).properties["INNER_NUM"])
+                    except ValueError:
+                        pass
+                want.append(value)
+        assert [r["inner_num"] for r in rows] == want
+        assert sum(v is not None for v in want) == (5 if name == "bcq" else 4)

@@ -53,7 +53,7 @@ from rmqlab.codec.consume_queue_unit import CQ_STORE_UNIT_SIZE, MAX_ADDR
 from rmqlab.codec.flags import INNER_BATCH_FLAG, SCHEDULE_TOPIC, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
 from rmqlab.codec.index_layout import HASH_SLOT_SIZE, INDEX_HEADER_SIZE, INDEX_SIZE, index_file_size
 from rmqlab.codec.multi_dispatch import MultiDispatchPairs, is_multi_dispatch_unit
-from rmqlab.codec.names import BATCH_CONSUME_QUEUE_DIR, COMPACTION_DIR, parse_offset_file_name
+from rmqlab.codec.names import COMPACTION_DIR, parse_offset_file_name
 from rmqlab.inspect.frames import index_items, index_slots
 
 if TYPE_CHECKING:
@@ -169,15 +169,10 @@ class _FileRecords:
 
 
 # ------------------------------------------------------------------------------------ verify
-def store_notes(snap: StoreSnapshot, *, reads_batch_queues: bool = True) -> Iterator[Finding]:
+def store_notes(snap: StoreSnapshot) -> Iterator[Finding]:
     """The store-level findings that come before any file is checked: parts of a 5.x store that
     are not read (so their absence elsewhere is no damage), and an ``abort`` file. Shared by
-    :func:`verify` and the Spark audit, which does not read BatchConsumeQueues
-    (``reads_batch_queues=False``) and says so."""
-    if not reads_batch_queues and snap.batch_consume_queues:
-        yield Finding("warning", "batch_consume_queue_not_read", BATCH_CONSUME_QUEUE_DIR, 0,
-                      "5.x BatchConsumeQueue files (topics with queue.type=BatchCQ) are not read by the Spark "
-                      "audit: those topics' records show as in no consume queue; `rmqlab verify` checks them")
+    :func:`verify` and the Spark audit."""
     if snap.rocksdb_consume_queue:
         beside = ("the file consume queues beside it are checked" if snap.consume_queues else
                   "there are no file consume queues, so records are not checked against any")

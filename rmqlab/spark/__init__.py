@@ -1,6 +1,6 @@
 """rmqlab.spark: PySpark data sources over store dirs and the audit/stats jobs.
 
-``register(spark)`` registers ``rmq_commitlog``, ``rmq_consumequeue`` and ``rmq_index``;
+``register(spark)`` registers ``rmq_commitlog``, ``rmq_consumequeue``, ``rmq_batchconsumequeue`` and ``rmq_index``;
 ``get_session()`` builds a local session with them registered. Imports are lazy so that
 ``import rmqlab.spark`` costs nothing until a function is called.
 """

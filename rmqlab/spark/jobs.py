@@ -9,7 +9,12 @@ record — file names, sizes and gaps, the ``abort`` marker, index layout and ha
 checkpoint values, a queue whose offsets decrease — is read on the driver through ``rmqlab.inspect`` (the same
 functions ``verify`` calls); the per-file walk ends are aggregated in Spark and collected.
 
-Plan, for speed: CQ units and index items become one frame of *pointers* located in their
+5.x BatchConsumeQueues are read by ``rmq_batchconsumequeue`` and checked as
+``rmqlab.inspect.batch_checks`` checks them: their units are pointers too (``kind = 'bq'``; an
+inner batch's INNER_NUM comes with the records, decoded for those records only), their gaps are
+found on the driver, and their records are looked up by queue offset apart from plain queues'.
+
+Plan, for speed: CQ units, batch units and index items become one frame of *pointers* located in their
 CommitLog file by arithmetic (``offset - offset % file_size``, a broadcast equi-join, not a range
 join), hash-joined with the message records on ``(store, offset)`` (:func:`suspects`); the few
 rows that can yield findings are persisted and every check reads them. The pointers outside the
@@ -40,7 +45,12 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-from rmqlab.codec.flags import SCHEDULE_TOPIC, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
+from rmqlab.codec.flags import (
+    INNER_BATCH_FLAG,
+    SCHEDULE_TOPIC,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+)
 from rmqlab.codec.index_layout import HASH_SLOT_SIZE, INDEX_HEADER_SIZE, INDEX_SIZE
 from rmqlab.codec.names import LMQ_PREFIX
 from rmqlab.spark import schemas
@@ -91,6 +101,18 @@ _STORES_SCHEMA = StructType([
     StructField("cq_read", IntegerType(), False),  # 0: its consume queues are in RocksDB only (not read)
     StructField("file_size", LongType(), False), StructField("aligned", IntegerType(), False),
 ])
+#: the BatchConsumeQueues verify checks (not those of a queue with plain files too), and where
+#: each one's last batch ends (its queue offsets end)
+_BQUEUES_SCHEMA = StructType([
+    StructField("store", StringType(), False), StructField("topic", StringType(), False),
+    StructField("queue_id", IntegerType(), False), StructField("b_end", LongType(), False),
+])
+#: batch units that start at a queue offset an earlier unit of their queue starts at: verify looks
+#: a record up by its queue offset and finds the earlier one only
+_BDUP_SCHEMA = StructType([
+    StructField("store", StringType(), False), StructField("topic", StringType(), False),
+    StructField("queue_id", IntegerType(), False), StructField("unit_index", LongType(), False),
+])
 
 #: rmq_commitlog columns the audit reads (the reader builds only these); CRC and stats add theirs
 RECORD_COLUMNS = ["store_path", "file", "offset", "size", "record_type", "topic", "queue_id", "queue_offset",
@@ -101,6 +123,11 @@ STATS_COLUMNS = ["tags", "keys"]
 ITEM_COLUMNS = ["store_path", "file", "hash_slot_num", "item_no", "key_hash", "phy_offset", "slot"]
 UNIT_COLUMNS = ["store_path", "topic", "queue_id", "file", "queue_offset", "position", "commit_log_offset", "size",
                 "tags_code", "ext_address"]
+#: rmq_batchconsumequeue columns the audit reads; records then add their INNER_NUM (``inner_num``)
+BATCH_UNIT_COLUMNS = ["store_path", "topic", "queue_id", "file", "position", "unit_index", "commit_log_offset", "size",
+                      "tags_code", "queue_offset", "batch_size"]
+_BUNITS_SCHEMA = StructType([StructField("store" if f.name == "store_path" else f.name, f.dataType, f.nullable)
+                             for f in schemas.batch_consume_queue_schema(BATCH_UNIT_COLUMNS).fields])
 #: ConsumeQueue units (and index items) per read task: at most the reader's default, and few
 #: enough that a small input still spreads over every core (one store's queues, or its index
 #: file, used to be a single task)
@@ -113,9 +140,12 @@ BYTES_PER_SHUFFLE_PARTITION = 256 * 1024 * 1024
 @dataclass
 class AuditInputs:
     """What the checks join. ``records``: rmq_commitlog rows (messages, blanks, errors) with the
-    columns :data:`RECORD_COLUMNS`, persisted; ``units``: rmq_consumequeue rows
-    (:data:`UNIT_COLUMNS`) incl. pre-blank units, spread over every core; ``items``: rmq_index
-    rows (:data:`ITEM_COLUMNS`); ``files``: one row per non-empty CommitLog file (store, file,
+    columns :data:`RECORD_COLUMNS` (and ``inner_num`` when a store has batch queues), persisted;
+    ``units``: rmq_consumequeue rows (:data:`UNIT_COLUMNS`) incl. pre-blank units, spread over
+    every core; ``items``: rmq_index rows (:data:`ITEM_COLUMNS`); ``bunits``: rmq_batchconsumequeue
+    rows (:data:`BATCH_UNIT_COLUMNS`) of the batch queues verify checks (``bqueues``: per queue
+    ``b_end``, where its last batch ends; ``bdup``: units whose queue offset an earlier unit of
+    their queue starts at); ``files``: one row per non-empty CommitLog file (store, file,
     base, hi, mapped_length, last); ``queues``: per queue its first queue offset and end
     (``q_base``, ``q_end``) as ``verify`` sees them, and whether it has a ConsumeQueueExt dir
     (``has_ext``); ``stores``: per store the log's start/end, file size, whether every file name
@@ -134,16 +164,46 @@ class AuditInputs:
     log_bytes: int = 0
     derived: list[DataFrame] = field(default_factory=list)
     store_rows: list[tuple[Any, ...]] = field(default_factory=list)
+    bunits: DataFrame | None = None
+    bqueues: DataFrame | None = None
+    bdup: DataFrame | None = None
+
+    def batch_frames(self) -> tuple[DataFrame, DataFrame, DataFrame]:
+        """``(bunits, bqueues, bdup)``, empty tables where not loaded."""
+        spark = self.records.sparkSession
+        return (self.bunits if self.bunits is not None else _local(spark, [], _BUNITS_SCHEMA),
+                self.bqueues if self.bqueues is not None else _local(spark, [], _BQUEUES_SCHEMA),
+                self.bdup if self.bdup is not None else _local(spark, [], _BDUP_SCHEMA))
 
     def unpersist(self) -> None:
-        """Drop the cached records, units and items, and what the audit cached from them."""
-        for df in (self.records, self.units, self.items, *self.derived):
+        """Drop the cached records, units, items and batch units, and what the audit cached from them."""
+        batch = [self.bunits] if self.bunits is not None else []
+        for df in (self.records, self.units, self.items, *batch, *self.derived):
             df.unpersist()
         self.derived.clear()
 
 
 # ------------------------------------------------------------------------------------ inputs
-def _store_meta(path: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], tuple[Any, ...], list[Any], int]:
+@dataclass
+class _StoreMeta:
+    """What the driver reads of one store (see :func:`_store_meta`)."""
+
+    files: list[tuple[Any, ...]]
+    queues: list[tuple[Any, ...]]
+    store: tuple[Any, ...]
+    driver: list[tuple[Any, ...]]
+    n_units: int
+    bqueues: list[tuple[Any, ...]]
+    bdup: list[tuple[Any, ...]]
+    n_bunits: int
+
+
+def _store_meta(path: str) -> _StoreMeta:
+    """Per-file and per-queue facts of one store, and the findings the driver computes with
+    ``verify``'s own functions: layout, store notes, queues whose offsets decrease, index chains,
+    and the batch queues' gaps (:func:`~rmqlab.inspect.batch_checks.bcq_gaps`: consecutive units
+    of a queue, numpy over the units the driver reads anyway for ``b_end`` and ``bdup``)."""
+    from rmqlab.inspect import batch_checks as bc
     from rmqlab.inspect.checks import Finding, _check_layout, _Index, _index_chains, store_notes
     from rmqlab.inspect.snapshot import open_snapshot
 
@@ -156,7 +216,7 @@ def _store_meta(path: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]
                   mf.file_from_offset + size, mf.mapped_length, int(n >= last_data)) for n, mf in enumerate(log)]
         queues = []
         n_units = 0
-        found: list[Finding] = [*_check_layout(snap), *store_notes(snap, reads_batch_queues=False)]
+        found: list[Finding] = [*_check_layout(snap), *store_notes(snap)]
         for (topic, qid), q in snap.consume_queues.items():
             base, units = q.units()
             first = os.path.relpath(q.files[0].file_name, snap.path) if q.files else ""
@@ -170,6 +230,15 @@ def _store_meta(path: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]
                                      f"consume queue {topic}/{qid}: commit log offsets are not increasing"))
         if not snap.index_error:  # chains are per index file: their slots and links, numpy on the driver
             found += _index_chains([_Index(snap, f) for f in snap.index_files_opened()])
+        bqueues, bdup = [], []
+        keys = list(bc.batch_queue_ids(snap, 0))  # (not the batch queues that have plain files too)
+        batches = {i: bc.BatchQueue(snap, k) for i, k in enumerate(keys)}
+        found += bc.bcq_gaps(batches)
+        for (topic, qid), q in zip(keys, batches.values(), strict=True):
+            bqueues.append((snap.path, topic, qid, int(q.base[-1] + q.batch[-1]) if len(q.base) else 0))
+            order = np.argsort(q.base, kind="stable")  # (as log_to_bcq looks units up)
+            later = order[1:][q.base[order][1:] == q.base[order][:-1]]
+            bdup += [(snap.path, topic, qid, int(i)) for i in np.sort(later).tolist()]
         end = log[-1].file_from_offset + size if log else 0
         cp = snap.checkpoint_values()
         aligned = int(size > 0 and all(mf.file_from_offset % size == 0 for mf in log))
@@ -178,7 +247,8 @@ def _store_meta(path: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]
                  cp.index_msg_timestamp if cp else None,
                  int(not (snap.rocksdb_consume_queue and not snap.consume_queues)), size, aligned)
         driver = [(f.severity, f.kind, snap.path, f.file, f.offset, f.message) for f in found]
-    return files, queues, store, driver, n_units
+        n_bunits = sum(len(q.base) for q in batches.values())
+    return _StoreMeta(files, queues, store, driver, n_units, bqueues, bdup, n_bunits)
 
 
 def _first_header_ok(buf: Any) -> bool:
@@ -220,17 +290,24 @@ def load_inputs(spark: SparkSession, stores: list[str], *, options: dict[str, st
     from pyspark import StorageLevel
 
     stores = [os.path.abspath(s) for s in stores]
-    files, queues, rows, driver = [], [], [], []
-    n_units = 0
+    files, queues, rows, driver, bqueues, bdup = [], [], [], [], [], []
+    n_units = n_bunits = 0
     for s in stores:
-        f, q, st, d, n = _store_meta(s)
-        files += f
-        queues += q
-        rows.append(st)
-        driver += d
-        n_units += n
+        m = _store_meta(s)
+        files += m.files
+        queues += m.queues
+        rows.append(m.store)
+        driver += m.driver
+        n_units += m.n_units
+        bqueues += m.bqueues
+        bdup += m.bdup
+        n_bunits += m.n_bunits
     cores = max(1, int(spark.sparkContext.defaultParallelism))
-    per_task = min(MAX_UNITS_PER_PARTITION, max(MIN_UNITS_PER_PARTITION, -(-n_units // cores)))
+
+    def per_task_for(n: int) -> int:
+        return min(MAX_UNITS_PER_PARTITION, max(MIN_UNITS_PER_PARTITION, -(-n // cores)))
+
+    per_task = per_task_for(n_units)
     # a store's index is one big file: split it too (one store's items used to be a single task)
     per_items = min(MAX_UNITS_PER_PARTITION, max(MIN_UNITS_PER_PARTITION, -(-written_index_items(stores) // cores)))
     log_bytes = sum(f[4] for f in files)
@@ -239,7 +316,8 @@ def load_inputs(spark: SparkSession, stores: list[str], *, options: dict[str, st
         spark.conf.set("spark.sql.shuffle.partitions", str(n))
         spark.conf.set("spark.sql.adaptive.enabled", "false")
     paths = ",".join(stores)
-    cols = RECORD_COLUMNS + (CRC_COLUMNS if check_crc else []) + (STATS_COLUMNS if with_stats else [])
+    cols = (RECORD_COLUMNS + (CRC_COLUMNS if check_crc else []) + (STATS_COLUMNS if with_stats else [])
+            + (["inner_num"] if bqueues else []))
     level = StorageLevel.MEMORY_AND_DISK
     records = (spark.read.format("rmq_commitlog").options(**dict(options or {})).option("include_blank", "true")
                .option("columns", ",".join(cols)).load(paths).withColumnRenamed("store_path", "store").persist(level))
@@ -249,11 +327,21 @@ def load_inputs(spark: SparkSession, stores: list[str], *, options: dict[str, st
     items = (spark.read.format("rmq_index").option("columns", ",".join(ITEM_COLUMNS))
              .option("items_per_partition", str(per_items)).load(paths)
              .withColumnRenamed("store_path", "store").persist(level))
+    bq = _local(spark, bqueues, _BQUEUES_SCHEMA)
+    if bqueues:  # (no read at all, not even an empty task, for stores without batch queues)
+        bunits = (spark.read.format("rmq_batchconsumequeue").option("columns", ",".join(BATCH_UNIT_COLUMNS))
+                  .option("units_per_partition", str(per_task_for(n_bunits))).load(paths)
+                  .withColumnRenamed("store_path", "store")
+                  .join(F.broadcast(bq.select("store", "topic", "queue_id")), ["store", "topic", "queue_id"],
+                        "left_semi").persist(level))
+    else:
+        bunits = _local(spark, [], _BUNITS_SCHEMA)
     return AuditInputs(
         records, units, items,
         _local(spark, files, _FILES_SCHEMA), _local(spark, queues, _QUEUES_SCHEMA),
         _local(spark, rows, _STORES_SCHEMA), _local(spark, driver, schemas.finding_schema()),
         misaligned=[r[0] for r in rows if not r[-1]], log_bytes=log_bytes, store_rows=rows,
+        bunits=bunits, bqueues=bq, bdup=_local(spark, bdup, _BDUP_SCHEMA),
     )
 
 
@@ -484,19 +572,20 @@ def damage_findings(records: DataFrame, walks: DataFrame, *, check_crc: bool = F
 
 
 def pointers(units: DataFrame, items: DataFrame, walks: DataFrame, stores: DataFrame,
-             misaligned: list[str] | None = None) -> DataFrame:
-    """Every CQ unit (``kind = 'cq'``, pre-blank ones included) and index item (``'ix'``) that
-    points into a CommitLog file, as one frame keyed by the ``offset`` it points at, with the
-    file's walk ``end``: one side of the single join with the records."""
-    return _located(units, items, walks, stores, misaligned, "inner")
+             misaligned: list[str] | None = None, bunits: DataFrame | None = None) -> DataFrame:
+    """Every CQ unit (``kind = 'cq'``, pre-blank ones included), BatchConsumeQueue unit
+    (``'bq'``, from ``bunits``) and index item (``'ix'``) that points into a CommitLog file, as
+    one frame keyed by the ``offset`` it points at, with the file's walk ``end``: one side of
+    the single join with the records."""
+    return _located(units, items, walks, stores, misaligned, "inner", bunits)
 
 
 _POINTER_SQL = ("lo_s.store, lo_s.`offset`, kind, file, position, log_file, `end`, topic, queue_id, queue_offset, "
-                "size, tags_code, ext_address, item_no, key_hash")
+                "size, tags_code, ext_address, item_no, key_hash, batch_size, unit_index")
 
 
 def _located(units: DataFrame, items: DataFrame, walks: DataFrame, stores: DataFrame,
-             misaligned: list[str] | None = None, how: str = "left") -> DataFrame:
+             misaligned: list[str] | None = None, how: str = "left", bunits: DataFrame | None = None) -> DataFrame:
     """:func:`pointers`' rows; ``how="left"``: every unit and item, those in no CommitLog file with
     a null ``log_file`` and ``end``, plus the store's ``log_start`` and ``log_end`` (what
     :func:`_edges` reads: one frame for the joins and the outside/past-end checks).
@@ -507,17 +596,23 @@ def _located(units: DataFrame, items: DataFrame, walks: DataFrame, stores: DataF
     join = "LEFT JOIN" if how == "left" else "JOIN"
     cols = _POINTER_SQL + (", log_start, log_end" if how == "left" else "")
     null = "CAST(NULL AS {}) AS {}"
+    if bunits is None:
+        bunits = _local(units.sparkSession, [], _BUNITS_SCHEMA)
     ctes = [
         ("lo_p", "SELECT store, commit_log_offset AS `offset`, 'cq' AS kind, file, position, "
                  "CAST(topic AS STRING) AS topic, CAST(queue_id AS INT) AS queue_id, "
                  "CAST(queue_offset AS BIGINT) AS queue_offset, CAST(size AS INT) AS size, "
                  "CAST(tags_code AS BIGINT) AS tags_code, CAST(ext_address AS BIGINT) AS ext_address, "
-                 f"{null.format('INT', 'item_no')}, "
-                 f"{null.format('INT', 'key_hash')} FROM {{units}} UNION ALL "
+                 f"{null.format('INT', 'item_no')}, {null.format('INT', 'key_hash')}, "
+                 f"{null.format('INT', 'batch_size')}, {null.format('BIGINT', 'unit_index')} FROM {{units}} UNION ALL "
                  f"SELECT store, phy_offset, 'ix', file, {INDEX_HEADER_SIZE} + hash_slot_num * {HASH_SLOT_SIZE} + "
                  f"item_no * {INDEX_SIZE}, CAST(NULL AS STRING), CAST(NULL AS INT), CAST(NULL AS BIGINT), "
                  "CAST(NULL AS INT), CAST(NULL AS BIGINT), CAST(NULL AS BIGINT), CAST(item_no AS INT), "
-                 "CAST(key_hash AS INT) FROM {items}"),
+                 "CAST(key_hash AS INT), CAST(NULL AS INT), CAST(NULL AS BIGINT) FROM {items} UNION ALL "
+                 "SELECT store, commit_log_offset, 'bq', file, position, CAST(topic AS STRING), "
+                 "CAST(queue_id AS INT), CAST(queue_offset AS BIGINT), CAST(size AS INT), CAST(tags_code AS BIGINT), "
+                 "CAST(NULL AS BIGINT), CAST(NULL AS INT), CAST(NULL AS INT), CAST(batch_size AS INT), "
+                 "CAST(unit_index AS BIGINT) FROM {bunits}"),
         ("lo_s", "SELECT /*+ BROADCAST(s) */ lo_p.*, s.file_size, s.aligned, s.log_start, s.log_end "
                  "FROM lo_p JOIN {stores} s ON lo_p.store = s.store"),
         ("lo_w", "SELECT store, file AS log_file, base, hi, `end` FROM {walks}"),
@@ -527,7 +622,8 @@ def _located(units: DataFrame, items: DataFrame, walks: DataFrame, stores: DataF
     if misaligned:
         final += (f" UNION ALL SELECT /*+ BROADCAST(lo_w) */ {cols} FROM lo_s {join} lo_w ON lo_w.store = "
                   "lo_s.store AND lo_s.`offset` >= lo_w.base AND lo_s.`offset` < lo_w.hi WHERE lo_s.aligned = 0")
-    return _sql(units.sparkSession, ctes, final, inline=True, units=units, items=items, walks=walks, stores=stores)
+    return _sql(units.sparkSession, ctes, final, inline=True, units=units, items=items, walks=walks, stores=stores,
+                bunits=bunits)
 
 
 def _edges_ctes() -> _Ctes:
@@ -535,8 +631,15 @@ def _edges_ctes() -> _Ctes:
     out_side = "CASE WHEN `offset` < log_start THEN 'before' WHEN `offset` >= log_end THEN 'after' END"
     past = "CASE WHEN log_file IS NOT NULL AND `offset` >= `end` THEN 'past' END"
     group = "store, kind, _side, topic, queue_id, log_start, log_end, _gfile, _lf, _end"
-    cq, before, after = "kind = 'cq'", "_side = 'before'", "_side = 'after'"
+    cq, bq, before, after = "kind = 'cq'", "kind = 'bq'", "_side = 'before'", "_side = 'after'"
     cases = [
+        # batch_checks: bcq_outside_log, and bcq_to_log's units past a file's walk end
+        (f"{bq} AND {before}", _fmt("batch queue %s: %d unit(s) point before the first CommitLog file (%d); their "
+                                    "files were cleaned up", _QNAME, "_n", "log_start")),
+        (f"{bq} AND {after}", _fmt("batch queue %s: %d unit(s) point past the last CommitLog file (end %d)", _QNAME,
+                                   "_n", "log_end")),
+        (bq, _fmt("batch queue %s: %d unit(s) from queue offset %d point at or past %d, where the readable log of "
+                  "this file ends", _QNAME, "_n", "_qo", "_end")),
         (f"{cq} AND {before}", _fmt("%s: %d unit(s) point before the first CommitLog file (%d); their files were "
                                     "cleaned up", _QNAME, "_n", "log_start")),
         (f"{cq} AND {after}", _fmt("%s: %d unit(s) point past the last CommitLog file (end %d)", _QNAME, "_n",
@@ -549,19 +652,22 @@ def _edges_ctes() -> _Ctes:
     last = _fmt("%d item(s) point at or past %d, where the readable log of this file ends", "_n", "_end")
     message = "CASE " + " ".join(f"WHEN {c} THEN {m}" for c, m in cases) + f" ELSE {last} END"
     severity = f"CASE WHEN {before} THEN 'info' ELSE 'error' END"
-    kind = (f"CASE WHEN {cq} THEN (CASE WHEN {before} THEN 'cq_units_before_log_start' "
+    kind = (f"CASE WHEN {cq} OR {bq} THEN (CASE WHEN {before} THEN 'cq_units_before_log_start' "
             "ELSE 'cq_units_past_log_end' END) "
             f"ELSE (CASE WHEN {before} THEN 'index_items_before_log_start' ELSE 'index_items_past_log_end' END) END")
     return [
         ("ed_r", "SELECT store, kind, topic, queue_id, log_start, log_end, file, position, log_file, `end`, item_no, "
-                 f"queue_offset, explode(array_compact(array({out_side}, {past}))) AS _side FROM {{located}} "
-                 f"WHERE (kind = 'ix' OR size != {_PRE_BLANK}) AND ({out_side} IS NOT NULL OR {past} IS NOT NULL)"),
-        ("ed_g", "SELECT store, kind, _side, topic, queue_id, log_start, log_end, file, position, "
+                 f"queue_offset, unit_index, explode(array_compact(array({out_side}, {past}))) AS _side "
+                 f"FROM {{located}} WHERE (kind != 'cq' OR size != {_PRE_BLANK}) "
+                 f"AND ({out_side} IS NOT NULL OR {past} IS NOT NULL)"),
+        # a batch queue's first unit is its first in unit order (its queue offsets may not rise)
+        ("ed_g", "SELECT store, kind, _side, topic, queue_id, log_start, log_end, file, position, queue_offset, "
                  "CASE WHEN kind = 'ix' THEN file END AS _gfile, CASE WHEN _side = 'past' THEN log_file END AS _lf, "
                  "CASE WHEN _side = 'past' THEN `end` END AS _end, "
-                 "CASE WHEN kind = 'ix' THEN CAST(item_no AS BIGINT) ELSE queue_offset END AS _o FROM ed_r"),
+                 "CASE WHEN kind = 'ix' THEN CAST(item_no AS BIGINT) WHEN kind = 'bq' THEN unit_index "
+                 "ELSE queue_offset END AS _o FROM ed_r"),
         ("ed_a", f"SELECT {group}, count(1) AS _n, min(_o) AS _ord, min_by(file, _o) AS file, "
-                 f"min_by(position, _o) AS position FROM ed_g GROUP BY {group}"),
+                 f"min_by(position, _o) AS position, min_by(queue_offset, _o) AS _qo FROM ed_g GROUP BY {group}"),
         ("ed_f", f"SELECT {_finding_sql(severity, kind, 'file', 'position', message)} FROM ed_a"),
     ]
 
@@ -589,9 +695,28 @@ _MULTI_OK = (f"({_CQ_CHECKS['size']} AND {_CQ_CHECKS['tags code']} AND coalesce(
              "m.queue = topic AND m.queue_offset = queue_offset AND (queue_id = r_qid OR "
              f"(startswith(topic, {_q(LMQ_PREFIX)}) AND queue_id = 0))), false))")
 _CQ_OK = "((" + " AND ".join(_CQ_CHECKS.values()) + f") OR {_MULTI_OK})"
+#: what a BatchConsumeQueue unit must share with its record (batch_checks.bcq_to_log): no null
+#: tags code, no multi-dispatch; its batch size is the record's message count (``r_batch``)
+_BQ_CHECKS = {
+    "topic/queue": _CQ_CHECKS["topic/queue"],
+    "queue offset": _CQ_CHECKS["queue offset"],
+    "size": _CQ_CHECKS["size"],
+    "tags code": f"(r_tags = tags_code OR r_topic = {_q(SCHEDULE_TOPIC)})",
+    "batch size": "(r_batch = batch_size)",
+}
+_BQ_OK = "(" + " AND ".join(_BQ_CHECKS.values()) + ")"
 
 
-def suspects(records: DataFrame, ptrs: DataFrame) -> DataFrame:
+def _record_batch_sql(records: DataFrame) -> str:
+    """A record's message count as verify reads it for a batch unit: 1, or for an inner batch
+    (``INNER_BATCH_FLAG``) its INNER_NUM (``-1`` where that is missing or not a number, and for a
+    stale record, which ``snap.read_record`` does not return)."""
+    inner = "coalesce(inner_num, -1)" if "inner_num" in records.columns else "-1"
+    return (f"CASE WHEN sys_flag & {INNER_BATCH_FLAG} = 0 THEN CAST(1 AS BIGINT) "
+            f"WHEN physical_offset != `offset` THEN CAST(-1 AS BIGINT) ELSE CAST({inner} AS BIGINT) END")
+
+
+def suspects(records: DataFrame, ptrs: DataFrame, bdup: DataFrame | None = None) -> DataFrame:
     """The rows the CQ and index checks report on, from one pass over pointers and records.
 
     Pointers (before their file's walk end) get their record's columns (``r_*``, null where no
@@ -601,26 +726,35 @@ def suspects(records: DataFrame, ptrs: DataFrame) -> DataFrame:
     the window over pointers and records together cost 1.5x). Kept: pointers with no record,
     units that disagree with their record, items whose hash the record lacks, and the records
     no unit confirms — few on a healthy store, so the caller persists the result and every check
-    reads it."""
-    nulls = ", ".join(["NULL"] * 12)
+    reads it.
+
+    A batch unit (``'bq'``) confirms the record it points at when it is the unit verify finds for
+    the record's queue offset: not one of ``bdup``, which an earlier unit of the queue shadows."""
+    if bdup is None:
+        bdup = _local(records.sparkSession, [], _BDUP_SCHEMA)
+    nulls = ", ".join(["NULL"] * 14)
     ctes = [
         ("su_rec", "SELECT store, `offset`, file AS r_file, topic AS r_topic, queue_id AS r_qid, "
                    "queue_offset AS r_qo, size AS r_size, tags_code AS r_tags, "
-                   f"{_EXPECTS} AS r_expects, key_hashes AS r_hashes, multi_dispatch AS r_multi FROM {{records}} "
-                   "WHERE record_type = 'message'"),
+                   f"{_EXPECTS} AS r_expects, key_hashes AS r_hashes, multi_dispatch AS r_multi, "
+                   f"{_record_batch_sql(records)} AS r_batch FROM {{records}} WHERE record_type = 'message'"),
         ("su_p", "SELECT store, `offset`, kind, file, position, log_file, `end`, topic, queue_id, queue_offset, size, "
-                 "tags_code, ext_address, item_no, key_hash FROM {ptrs} WHERE `offset` < `end`"),
+                 "tags_code, ext_address, item_no, key_hash, batch_size, unit_index FROM {ptrs} "
+                 "WHERE `offset` < `end`"),
         ("su_j", "SELECT /*+ SHUFFLE_HASH(su_rec) */ * FROM su_p LEFT JOIN su_rec USING (store, `offset`)"),
-        ("su_ok", "SELECT store, `offset` FROM su_j WHERE kind = 'cq' AND topic = r_topic AND queue_id = r_qid "
-                  "AND queue_offset = r_qo"),
+        ("su_ok", "SELECT /*+ BROADCAST(d) */ su_j.store, su_j.`offset` FROM su_j LEFT ANTI JOIN {bdup} d "
+                  "ON d.store = su_j.store AND d.topic = su_j.topic AND d.queue_id = su_j.queue_id "
+                  "AND d.unit_index = su_j.unit_index WHERE su_j.kind IN ('cq', 'bq') AND su_j.topic = su_j.r_topic "
+                  "AND su_j.queue_id = su_j.r_qid AND su_j.queue_offset = su_j.r_qo"),
     ]
     final = (
         f"SELECT * FROM su_j WHERE (kind = 'cq' AND size != {_PRE_BLANK} AND (r_topic IS NULL OR NOT {_CQ_OK})) "
+        f"OR (kind = 'bq' AND (r_topic IS NULL OR NOT {_BQ_OK})) "
         "OR (kind = 'ix' AND (r_topic IS NULL OR NOT array_contains(r_hashes, key_hash))) "
         f"UNION ALL SELECT /*+ SHUFFLE_HASH(su_ok) */ store, `offset`, 'r', {nulls}, r_file, r_topic, r_qid, r_qo, "
-        "r_size, r_tags, r_expects, NULL, NULL FROM su_rec LEFT ANTI JOIN su_ok USING (store, `offset`) "
+        "r_size, r_tags, r_expects, NULL, NULL, NULL FROM su_rec LEFT ANTI JOIN su_ok USING (store, `offset`) "
         "WHERE r_expects")
-    return _sql(records.sparkSession, ctes, final, inline=True, records=records, ptrs=ptrs)
+    return _sql(records.sparkSession, ctes, final, inline=True, records=records, ptrs=ptrs, bdup=bdup)
 
 
 def cq_to_log(sus: DataFrame, ptrs: DataFrame) -> DataFrame:
@@ -644,22 +778,36 @@ def _cq_to_log(sus: DataFrame, ptrs: DataFrame) -> tuple[DataFrame, DataFrame]:
 
 def _cq_suspects_ctes() -> _Ctes:
     """``cs_c``: the units among ``{sus}`` that point at no record or disagree with it, to cap."""
-    what = "concat_ws(', ', " + ", ".join(f"CASE WHEN NOT {c} THEN {_q(k)} END" for k, c in _CQ_CHECKS.items()) + ")"
-    keep = ("log_file", "topic", "queue_id", "queue_offset")
+    def what(checks: dict[str, str]) -> str:
+        return "concat_ws(', ', " + ", ".join(f"CASE WHEN NOT {c} THEN {_q(k)} END" for k, c in checks.items()) + ")"
+
+    keep = ("log_file", "topic", "queue_id")
     no_rec = _finding_sql(_q("error"), _q("cq_unit_no_record"), "file", "position", _fmt(
         "%s queue offset %d: unit points at %d, where no record starts", _QNAME, "queue_offset", "`offset`"),
-        *keep, "0 AS _kr")
+        *keep, "queue_offset AS _ord", "0 AS _kr")
     mismatch = _finding_sql(_q("error"), _q("cq_unit_mismatch"), "file", "position", _fmt(
         "%s queue offset %d -> record at %d: %s differ (unit size %d tags %d; record queue offset %d size %d "
-        "tags %d)", _QNAME, "queue_offset", "`offset`", what, "size", "coalesce(tags_code, ext_address)", "r_qo",
-        "r_size", "r_tags"),
-        *keep, "1 AS _kr")
+        "tags %d)", _QNAME, "queue_offset", "`offset`", what(_CQ_CHECKS), "size", "coalesce(tags_code, ext_address)",
+        "r_qo", "r_size", "r_tags"),
+        *keep, "queue_offset AS _ord", "1 AS _kr")
+    # a batch queue's (batch_checks.bcq_to_log), in unit order
+    bq_no_rec = _finding_sql(_q("error"), _q("cq_unit_no_record"), "file", "position", _fmt(
+        "batch queue %s queue offset %d: unit points at %d, where no record starts", _QNAME, "queue_offset",
+        "`offset`"), *keep, "unit_index AS _ord", "0 AS _kr")
+    bq_mismatch = _finding_sql(_q("error"), _q("cq_unit_mismatch"), "file", "position", _fmt(
+        "batch queue %s queue offset %d -> record at %d: %s differ (unit size %d tags %d batch %d; record queue "
+        "offset %d size %d tags %d messages %d)", _QNAME, "queue_offset", "`offset`", what(_BQ_CHECKS), "size",
+        "tags_code", "batch_size", "r_qo", "r_size", "r_tags", "r_batch"),
+        *keep, "unit_index AS _ord", "1 AS _kr")
     return [
-        ("cs_j", f"SELECT * FROM {{sus}} WHERE kind = 'cq' AND size != {_PRE_BLANK}"),
-        ("cs_f", f"SELECT {no_rec} FROM cs_j WHERE r_topic IS NULL UNION ALL "
-                 f"SELECT {mismatch} FROM cs_j WHERE r_topic IS NOT NULL AND NOT {_CQ_OK}"),
-        # verify lists a group's no-record units first, then its mismatches, each in queue order
-        ("cs_c", _to_cap_sql("cs_f", ["store", "log_file", "topic", "queue_id"], ["_kr", "queue_offset"], "file",
+        ("cs_j", f"SELECT * FROM {{sus}} WHERE (kind = 'cq' AND size != {_PRE_BLANK}) OR kind = 'bq'"),
+        ("cs_f", f"SELECT {no_rec} FROM cs_j WHERE kind = 'cq' AND r_topic IS NULL UNION ALL "
+                 f"SELECT {mismatch} FROM cs_j WHERE kind = 'cq' AND r_topic IS NOT NULL AND NOT {_CQ_OK} UNION ALL "
+                 f"SELECT {bq_no_rec} FROM cs_j WHERE kind = 'bq' AND r_topic IS NULL UNION ALL "
+                 f"SELECT {bq_mismatch} FROM cs_j WHERE kind = 'bq' AND r_topic IS NOT NULL AND NOT {_BQ_OK}"),
+        # verify lists a group's no-record units first, then its mismatches, each in queue (unit) order;
+        # a batch queue is never a plain queue too (those are checked as plain queues only)
+        ("cs_c", _to_cap_sql("cs_f", ["store", "log_file", "topic", "queue_id"], ["_kr", "_ord"], "file",
                              "`offset`", "units")),
     ]
 
@@ -728,14 +876,18 @@ def _index_suspects(sus: DataFrame) -> DataFrame:
     return _sql(sus.sparkSession, _index_suspects_ctes(), "SELECT * FROM is_c", sus=sus)
 
 
-def log_to_cq(sus: DataFrame, units: DataFrame, queues: DataFrame, walks: DataFrame, stores: DataFrame) -> DataFrame:
+def log_to_cq(sus: DataFrame, units: DataFrame, queues: DataFrame, walks: DataFrame, stores: DataFrame,
+              bunits: DataFrame | None = None, bqueues: DataFrame | None = None,
+              bdup: DataFrame | None = None) -> DataFrame:
     """Every record (but PREPARED/ROLLBACK) has its unit: ``not_in_consume_queue`` (warning) when the
     queue or the unit is missing, ``consume_queue_points_elsewhere`` when its unit points elsewhere;
     not for a store whose consume queues are in RocksDB only (``stores.cq_read = 0``: not read).
+    A record of a batch queue (``bqueues``) needs the unit that starts at its queue offset
+    (``bunits`` less ``bdup``), as ``batch_checks.log_to_bcq`` (in RocksDB stores too).
 
     A record is fine when a unit with its topic, queue and queue offset points at it (found by
     :func:`suspects`); only the other records (few) are looked up by queue offset."""
-    return _cap_all(_log_to_cq(sus, units, queues, walks, stores))
+    return _cap_all(_log_to_cq(sus, units, queues, walks, stores, bunits, bqueues, bdup))
 
 
 def _log_to_cq_ctes() -> _Ctes:
@@ -748,13 +900,22 @@ def _log_to_cq_ctes() -> _Ctes:
         _QNAME, "queue_offset", "q_end"), "_end")
     elsewhere = _finding_sql(_q("error"), _q("consume_queue_points_elsewhere"), "file", "`offset`", _fmt(
         "%s queue offset %d: its unit points at %d, not at this record", _QNAME, "queue_offset", "u_off"), "_end")
+    at_end = _fmt("is at or past the batch queue's end %d (not dispatched yet; recovery re-dispatches it)", "b_end")
+    why = f"CASE WHEN queue_offset >= b_end THEN {at_end} ELSE {_q('starts no unit of the batch queue')} END"
+    b_missing = _finding_sql(_q("warning"), _q("not_in_consume_queue"), "file", "`offset`", _fmt(
+        "batch queue %s queue offset %d %s", _QNAME, "queue_offset", why), "_end")
+    b_elsewhere = _finding_sql(_q("error"), _q("consume_queue_points_elsewhere"), "file", "`offset`", _fmt(
+        "batch queue %s queue offset %d: its unit points at %d, not at this record", _QNAME, "queue_offset", "u_off"),
+        "_end")
     return [
-        ("lq_m", "SELECT /*+ BROADCAST(q), BROADCAST(w) */ s.store, s.`offset`, s.file, s.topic, s.queue_id, "
-                 "s.queue_offset, q.q_base, q.q_end, w._end FROM (SELECT store, `offset`, r_file AS file, "
-                 "r_topic AS topic, r_qid AS queue_id, r_qo AS queue_offset FROM {sus} WHERE kind = 'r') s "
+        ("lq_m", "SELECT /*+ BROADCAST(q), BROADCAST(w), BROADCAST(b) */ s.store, s.`offset`, s.file, s.topic, "
+                 "s.queue_id, s.queue_offset, q.q_base, q.q_end, b.b_end, w._end FROM (SELECT store, `offset`, "
+                 "r_file AS file, r_topic AS topic, r_qid AS queue_id, r_qo AS queue_offset FROM {sus} "
+                 "WHERE kind = 'r') s "
                  "LEFT JOIN {queues} q ON q.store = s.store AND q.topic = s.topic AND q.queue_id = s.queue_id "
+                 "LEFT JOIN {bqueues} b ON b.store = s.store AND b.topic = s.topic AND b.queue_id = s.queue_id "
                  "JOIN (SELECT store, file, `end` AS _end FROM {walks}) w ON w.store = s.store AND w.file = s.file"),
-        ("lq_a", f"SELECT {no_queue} FROM lq_m WHERE q_base IS NULL AND store NOT IN "
+        ("lq_a", f"SELECT {no_queue} FROM lq_m WHERE q_base IS NULL AND b_end IS NULL AND store NOT IN "
                  "(SELECT store FROM {stores} WHERE cq_read = 0) UNION ALL "
                  f"SELECT {past} FROM lq_m WHERE queue_offset >= q_end"),
         ("lq_i", "SELECT * FROM lq_m WHERE queue_offset >= q_base AND queue_offset < q_end"),
@@ -762,15 +923,32 @@ def _log_to_cq_ctes() -> _Ctes:
         # hash the few records (without AQE a sort-merge join would sort every unit)
         ("lq_b", f"SELECT /*+ SHUFFLE_HASH(lq_i) */ {elsewhere} FROM lq_i JOIN lq_u "
                  "USING (store, topic, queue_id, queue_offset) WHERE u_off != `offset`"),
+        # a batch queue's records: the unit verify finds for the queue offset (the first one that starts there)
+        ("lq_bm", "SELECT * FROM lq_m WHERE b_end IS NOT NULL"),
+        ("lq_bu", "SELECT /*+ BROADCAST(d) */ u.store, u.topic, u.queue_id, u.queue_offset, "
+                  "u.commit_log_offset AS u_off FROM {bunits} u LEFT ANTI JOIN {bdup} d ON d.store = u.store "
+                  "AND d.topic = u.topic AND d.queue_id = u.queue_id AND d.unit_index = u.unit_index"),
+        ("lq_bf", "SELECT /*+ SHUFFLE_HASH(lq_bm) */ * FROM lq_bm JOIN lq_bu USING (store, topic, queue_id, "
+                  "queue_offset)"),
+        ("lq_ba", f"SELECT {b_missing} FROM lq_bm LEFT ANTI JOIN lq_bf USING (store, `offset`)"),
+        ("lq_bb", f"SELECT {b_elsewhere} FROM lq_bf WHERE u_off != `offset`"),
+        # verify caps a file's batch-queue records apart from its plain ones (group 'b')
         ("lq_c", _to_cap_sql("lq_a", ["store", "file"], ["`offset`"], "file", "_end", missing) + " UNION ALL "
-         + _to_cap_sql("lq_b", ["store", "file"], ["`offset`"], "file", "_end", "records")),
+         + _to_cap_sql("lq_b", ["store", "file"], ["`offset`"], "file", "_end", "records") + " UNION ALL "
+         + _to_cap_sql("lq_ba", ["store", "file", "'b'"], ["`offset`"], "file", "_end", missing) + " UNION ALL "
+         + _to_cap_sql("lq_bb", ["store", "file", "'b'"], ["`offset`"], "file", "_end", "records")),
     ]
 
 
 def _log_to_cq(sus: DataFrame, units: DataFrame, queues: DataFrame, walks: DataFrame,
-               stores: DataFrame) -> DataFrame:
-    return _sql(sus.sparkSession, _log_to_cq_ctes(), "SELECT * FROM lq_c", sus=sus, units=units, queues=queues,
-                walks=walks, stores=stores)
+               stores: DataFrame, bunits: DataFrame | None = None, bqueues: DataFrame | None = None,
+               bdup: DataFrame | None = None) -> DataFrame:
+    spark = sus.sparkSession
+    return _sql(spark, _log_to_cq_ctes(), "SELECT * FROM lq_c", sus=sus, units=units, queues=queues,
+                walks=walks, stores=stores,
+                bunits=bunits if bunits is not None else _local(spark, [], _BUNITS_SCHEMA),
+                bqueues=bqueues if bqueues is not None else _local(spark, [], _BQUEUES_SCHEMA),
+                bdup=bdup if bdup is not None else _local(spark, [], _BDUP_SCHEMA))
 def outside_log(units: DataFrame, items: DataFrame, stores: DataFrame) -> DataFrame:
     """Units/items pointing before the first CommitLog file (``info``: cleaned up) or past the last
     file's end (``error``): one finding per queue / index file, at its first such entry."""
@@ -853,8 +1031,9 @@ def audit_inputs(inputs: AuditInputs, *, check_crc: bool = False) -> tuple[DataF
     walk_rows = w.collect()
     walks = _local(spark, walk_rows, w.schema)
     local = _local(spark, walk_findings(walk_rows, inp.store_rows), schemas.finding_schema())
-    located = _located(inp.units, inp.items, walks, inp.stores, inp.misaligned)
-    sus = suspects(inp.records, located).persist(StorageLevel.MEMORY_AND_DISK)
+    bunits, bqueues, bdup = inp.batch_frames()
+    located = _located(inp.units, inp.items, walks, inp.stores, inp.misaligned, bunits=bunits)
+    sus = suspects(inp.records, located, bdup).persist(StorageLevel.MEMORY_AND_DISK)
     inp.derived.append(sus)
     ctes = [*_damage_ctes(check_crc), *_edges_ctes(), *_log_to_cq_ctes(), *_cq_suspects_ctes(),
             *_index_suspects_ctes(), *_ext_lost_ctes(),
@@ -867,7 +1046,7 @@ def audit_inputs(inputs: AuditInputs, *, check_crc: bool = False) -> tuple[DataF
         "UNION ALL SELECT * FROM dm_f UNION ALL SELECT * FROM ed_f UNION ALL SELECT * FROM cap_f) "
         "SORT BY store, file, `offset`, kind, message"),
         driver=inp.driver, local=local, records=inp.records, walks=walks, located=located, sus=sus, units=inp.units,
-        queues=inp.queues, stores=inp.stores)
+        queues=inp.queues, stores=inp.stores, bunits=bunits, bqueues=bqueues, bdup=bdup)
     # one analysis of the findings' (large) plan, not two (groupBy, then orderBy)
     summary = _sql(spark, [], "SELECT store, severity, kind, count(1) AS findings FROM {findings} "
                    "GROUP BY store, severity, kind ORDER BY store, severity, kind", findings=findings)

@@ -9,7 +9,8 @@ Units: offsets and sizes in **bytes** (CommitLog offsets are absolute, i.e. file
 ``*_timestamp`` columns are epoch **milliseconds** (``long``); ``*_time`` columns are the same
 instants as Spark timestamps (UTC). ``queue_offset`` counts **units** (messages), not bytes.
 ``file`` is the file's path relative to its store root (``commitlog/00000000000000000000``,
-``consumequeue/TopicA/0/00000000000000000000``, ``index/20261122102056184``).
+``consumequeue/TopicA/0/00000000000000000000``, ``batchconsumequeue/TopicB/0/00000000000000000000``,
+``index/20261122102056184``).
 """
 
 from __future__ import annotations
@@ -30,13 +31,16 @@ from pyspark.sql.types import (
 )
 
 __all__ = [
+    "BATCH_CONSUME_QUEUE_COLUMNS",
     "COMMIT_LOG_COLUMNS",
     "CONSUME_QUEUE_COLUMNS",
     "FINDING_COLUMNS",
     "INDEX_COLUMNS",
+    "INNER_NUM",
     "KEY_HASHES",
     "MULTI_DISPATCH",
     "arrow_schema",
+    "batch_consume_queue_schema",
     "commit_log_schema",
     "consume_queue_schema",
     "describe",
@@ -91,6 +95,10 @@ MULTI_DISPATCH: Column = ("multi_dispatch", ArrayType(StructType([StructField("q
                                                       False), True,
                           "multi-dispatch (LMQ) queues and queue offsets of the record, from INNER_MULTI_DISPATCH "
                           "and INNER_MULTI_QUEUE_OFFSET; null when it has none")
+#: Only when asked for by name: what the audit checks a BatchConsumeQueue unit's batch size against.
+INNER_NUM: Column = ("inner_num", _L, True,
+                     "INNER_NUM property of a 5.x inner-batch record (sys_flag & 0x80: one record holding that "
+                     "many messages) as a number; null for other records, or when absent or not a number")
 
 CONSUME_QUEUE_COLUMNS: list[Column] = [
     ("store_path", _S, False, "absolute path of the store root"),
@@ -107,6 +115,23 @@ CONSUME_QUEUE_COLUMNS: list[Column] = [
     ("ext_address", _L, True, "the ConsumeQueueExt address (<= -2147483649) the unit's tags code field holds (store "
                               "written with enableConsumeQueueExt); null for a plain tags code"),
     ("valid", _B, False, "false only for pre-blank units (emitted with include_pre_blank=true)"),
+]
+
+BATCH_CONSUME_QUEUE_COLUMNS: list[Column] = [
+    ("store_path", _S, False, "absolute path of the store root"),
+    ("topic", _S, False, "topic (from the directory name)"),
+    ("queue_id", _I, False, "queue id (from the directory name)"),
+    ("file", _S, False, "BatchConsumeQueue file, relative to the store root"),
+    ("position", _L, False, "byte position of the unit inside its file (46-byte units)"),
+    ("unit_index", _L, False, "the unit's number among its queue's valid units, 0 = the first file's first (the "
+                              "order rmqlab.inspect lists them in)"),
+    ("commit_log_offset", _L, False, "where the record should start in the CommitLog"),
+    ("size", _I, False, "the record's TOTALSIZE"),
+    ("tags_code", _L, False, "tags hash or delay due time"),
+    ("store_timestamp", _L, False, "the record's store time, epoch ms"),
+    ("queue_offset", _L, False, "msgBaseOffset: queue offset of the record's first message (messages, not units)"),
+    ("batch_size", _I, False, "messages the unit stands for (RocketMQ writes INNER_NUM for an inner batch, "
+                              "else 1): its queue offsets are queue_offset .. queue_offset + batch_size - 1"),
 ]
 
 INDEX_COLUMNS: list[Column] = [
@@ -164,15 +189,21 @@ def parse_columns(value: str | None) -> list[str] | None:
 
 def commit_log_schema(include_body: bool = False, columns: list[str] | None = None) -> StructType:
     """Rows of ``rmq_commitlog``; ``body`` is appended only when ``include_body``. ``columns``
-    picks a subset (``body``, ``key_hashes`` and ``multi_dispatch`` may be named there too)."""
+    picks a subset (``body``, ``key_hashes``, ``multi_dispatch`` and ``inner_num`` may be named
+    there too)."""
     if columns is not None:
-        return _pick(COMMIT_LOG_COLUMNS, columns, (_BODY, KEY_HASHES, MULTI_DISPATCH))
+        return _pick(COMMIT_LOG_COLUMNS, columns, (_BODY, KEY_HASHES, MULTI_DISPATCH, INNER_NUM))
     return _struct([*COMMIT_LOG_COLUMNS, _BODY] if include_body else COMMIT_LOG_COLUMNS)
 
 
 def consume_queue_schema(columns: list[str] | None = None) -> StructType:
     """Rows of ``rmq_consumequeue``: one per unit (``columns``: a subset)."""
     return _pick(CONSUME_QUEUE_COLUMNS, columns)
+
+
+def batch_consume_queue_schema(columns: list[str] | None = None) -> StructType:
+    """Rows of ``rmq_batchconsumequeue``: one per valid unit (``columns``: a subset)."""
+    return _pick(BATCH_CONSUME_QUEUE_COLUMNS, columns)
 
 
 def index_schema(columns: list[str] | None = None) -> StructType:

@@ -1,4 +1,5 @@
-"""PySpark data sources over store dirs: ``rmq_commitlog``, ``rmq_consumequeue``, ``rmq_index``.
+"""PySpark data sources over store dirs: ``rmq_commitlog``, ``rmq_consumequeue``,
+``rmq_batchconsumequeue`` (5.x BatchConsumeQueues), ``rmq_index``.
 
 ::
 
@@ -26,13 +27,18 @@ map and one numpy gather per ext file a CQ file's addresses fall in) and returns
 tags code, or null where the address resolves to nothing, with the address as ``ext_address``,
 as ``rmqlab.inspect``'s CQ frames and ``verify`` do.
 
+``rmq_batchconsumequeue`` reads ``batchconsumequeue/<topic>/<queueId>/`` (46-byte units, one per
+record, ``queue_offset`` = the unit's msgBaseOffset) as ``rmqlab.inspect``'s
+``BatchQueueFiles.units()`` does: each file's valid prefix, the queue's next file only after a
+full one; ``unit_index`` numbers a queue's units in that order.
+
 Options (all strings): ``path``/``paths`` store dirs (comma-separated, globs); ``columns``: a
 comma-separated subset of the columns (the reader then builds and ships only those; the only way
-to get ``rmq_commitlog``'s ``key_hashes`` and ``multi_dispatch``); commitlog:
+to get ``rmq_commitlog``'s ``key_hashes``, ``multi_dispatch`` and ``inner_num``); commitlog:
 ``include_body`` (false), ``include_blank`` (false: blank end-of-file records as rows),
 ``split_bytes``, ``batch_rows`` (8192); consumequeue: ``include_pre_blank`` (false),
 ``units_per_partition`` (2,000,000: small CQ files are packed into one task; 0 = one file per
-partition); index:
+partition; batchconsumequeue too); index:
 ``hash_slot_num`` and ``index_num`` (default: the preset most index files fit, RocketMQ's
 defaults or the small one; files shorter than the layout give no rows), ``items_per_partition``
 (0: one task per index file; else a file's written items are split into tasks of that many, so
@@ -62,12 +68,15 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from rmqlab.codec import batch_consume_queue_unit as bcq
 from rmqlab.codec.consume_queue_ext_unit import gather_units, undecorate
 from rmqlab.codec.consume_queue_unit import CQ_STORE_UNIT_SIZE, MAX_ADDR, units_view, valid_prefix
 from rmqlab.codec.flags import (
     BORNHOST_V6_FLAG,
+    INNER_BATCH_FLAG,
     MESSAGE_MAGIC_CODE_V1,
     MESSAGE_MAGIC_CODE_V2,
+    PROPERTY_INNER_NUM,
     STOREHOSTADDRESS_V6_FLAG,
 )
 from rmqlab.codec.index_layout import (
@@ -81,10 +90,13 @@ from rmqlab.codec.index_layout import (
 )
 from rmqlab.codec.message import MIN_RECORD_SIZE, calc_msg_length
 from rmqlab.codec.names import infer_file_size, parse_offset_file_name
+from rmqlab.codec.properties import decode_properties
 from rmqlab.codec.scan import RecordColumns, scan_records
 from rmqlab.spark import schemas
 
 __all__ = [
+    "BatchConsumeQueueDataSource",
+    "BatchConsumeQueuePartition",
     "CommitLogDataSource",
     "CommitLogPartition",
     "ConsumeQueueDataSource",
@@ -92,6 +104,7 @@ __all__ = [
     "ConsumeQueuePartition",
     "IndexDataSource",
     "IndexPartition",
+    "batch_consume_queue_partitions",
     "commit_log_files",
     "pack_partitions",
     "resolve_stores",
@@ -303,7 +316,7 @@ class CommitLogReader(DataSourceReader):
                                     with_body=self.include_body, with_multi_dispatch=self.with_multi_dispatch,
                                     max_records=self.batch_rows)
                 if cols.n:
-                    yield _message_batch(self.arrow, p.store, file, cols)
+                    yield _message_batch(self.arrow, p.store, file, cols, buf)
                 if not cols.more:
                     break
                 pos = cols.stop - p.base
@@ -355,9 +368,33 @@ def _properties_map(props: list[dict[str, str]], t: pa.DataType) -> pa.Array:
                                    type=t)
 
 
-def _message_batch(schema: pa.Schema, store: str, file: str, c: RecordColumns) -> pa.RecordBatch:
+def _inner_nums(buf: Any, c: RecordColumns, t: pa.DataType) -> pa.Array:
+    """``inner_num``: INNER_NUM of each inner-batch record (``INNER_BATCH_FLAG``) as ``int()``
+    reads it (what ``verify`` compares a BatchConsumeQueue unit's batch size with); null for other
+    records, and where it is absent, not a number or beyond a long. Only those records' properties
+    are decoded (found after the body and topic the scan located)."""
+    values = np.zeros(c.n, np.int64)
+    null = np.ones(c.n, bool)
+    for i in np.flatnonzero(c.sys_flag & INNER_BATCH_FLAG).tolist():
+        p = int(c.body_position[i] + c.body_length[i])
+        if c.magic[i] == MESSAGE_MAGIC_CODE_V2:
+            p += 2 + _H.unpack_from(buf, p)[0]
+        else:
+            p += 1 + _B.unpack_from(buf, p)[0]
+        n = _H.unpack_from(buf, p)[0]
+        raw = bytes(buf[p + 2: p + 2 + n])
+        try:
+            v = int(decode_properties(raw).get(PROPERTY_INNER_NUM, "")) if raw else None
+        except ValueError:
+            v = None
+        if v is not None and -(1 << 63) <= v < (1 << 63):
+            values[i], null[i] = v, False
+    return pa.array(values, t, mask=null)
+
+
+def _message_batch(schema: pa.Schema, store: str, file: str, c: RecordColumns, buf: Any = None) -> pa.RecordBatch:
     """One Arrow batch of ``record_type = 'message'`` rows straight from scan columns; only the
-    schema's columns are built."""
+    schema's columns are built (``inner_num`` reads ``buf``, the scanned buffer)."""
     n = c.n
 
     def ts(v: np.ndarray) -> pa.Array:
@@ -397,6 +434,7 @@ def _message_batch(schema: pa.Schema, store: str, file: str, c: RecordColumns) -
         "body": lambda t: pa.array(c.body, t),
         "key_hashes": lambda t: _key_hashes(c, t),
         "multi_dispatch": lambda t: _multi_dispatch(c, t),
+        "inner_num": lambda t: _inner_nums(buf, c, t),
     }
     return pa.RecordBatch.from_arrays([make[f.name](f.type) for f in schema], schema=schema)
 
@@ -543,16 +581,16 @@ class ConsumeQueueFiles(InputPartition):
     """Several ConsumeQueue files read by one task: a task costs a Python worker round trip, and a
     CQ file is small next to its CommitLog (20 bytes per message)."""
 
-    files: tuple[ConsumeQueuePartition, ...]
+    files: tuple[Any, ...]  # ConsumeQueuePartition or BatchConsumeQueuePartition
 
 
-def pack_partitions(parts: list[ConsumeQueuePartition], units_per_partition: int) -> list[InputPartition]:
+def pack_partitions(parts: list[Any], units_per_partition: int) -> list[InputPartition]:
     """Consecutive file partitions packed into groups of at least ``units_per_partition`` units
     (0 = one file per partition)."""
     if units_per_partition <= 0:
         return list(parts)
     out: list[InputPartition] = []
-    group: list[ConsumeQueuePartition] = []
+    group: list[Any] = []
     units = 0
     for p in parts:
         group.append(p)
@@ -630,6 +668,116 @@ class ConsumeQueueDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return ConsumeQueueReader(dict(self.options), schema)
+
+
+# ------------------------------------------------------------------------------------ batch consume queue
+@dataclass(frozen=True)
+class BatchConsumeQueuePartition(InputPartition):
+    """The first ``count`` (valid) units of one BatchConsumeQueue file; ``first`` is the
+    ``unit_index`` of its first unit."""
+
+    store: str
+    topic: str
+    queue_id: int
+    path: str
+    count: int
+    first: int
+
+
+def _bcq_valid_count(f: Any, nominal: int) -> int:
+    """Valid units (:func:`bcq.valid_prefix`) among a file's first ``nominal`` bytes, read in
+    chunks growing 4x (a queue with a few units costs one small read)."""
+    size = bcq.BCQ_STORE_UNIT_SIZE
+    count, want = 0, 1024 * size
+    while (count + 1) * size <= nominal:
+        data = f.read(min(want, nominal - count * size))
+        units = bcq.units_view(data)
+        k = bcq.valid_prefix(units)
+        count += k
+        if not len(units) or k < len(units):
+            break
+        f.seek(count * size)  # (a partial unit read at the chunk's end is read again)
+        want *= 4
+    return count
+
+
+def batch_consume_queue_partitions(store: str) -> list[BatchConsumeQueuePartition]:
+    """Per batch queue, its files from the first on, each up to its first invalid unit,
+    stopping after the first file not full of valid units (``BatchQueueFiles.units()``); the
+    file size is inferred from every batch queue's files as ``rmqlab.inspect`` infers it."""
+    root = os.path.join(store, "batchconsumequeue")
+    parts: list[BatchConsumeQueuePartition] = []
+    if not os.path.isdir(root):
+        return parts
+    queues = [(topic, qname, qdir, _offset_files(qdir)) for topic, qname, qdir in _queue_dirs(root)]
+    nominal = _nominal_size([q[3] for q in queues], bcq.BCQ_FILE_SIZE)
+    for topic, qname, qdir, files in queues:
+        first = 0
+        for name, _, _ in files:
+            path = os.path.join(qdir, name)
+            with open(path, "rb") as f:
+                count = _bcq_valid_count(f, nominal)
+            parts.append(BatchConsumeQueuePartition(store, topic, int(qname), path, count, first))
+            first += count
+            if (count + 1) * bcq.BCQ_STORE_UNIT_SIZE <= nominal:
+                break
+    return parts
+
+
+class BatchConsumeQueueReader(DataSourceReader):
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+        self.stores = resolve_stores(options)
+        self.units_per_partition = int(options.get("units_per_partition", DEFAULT_UNITS_PER_PARTITION))
+        self.arrow = schemas.arrow_schema(schema)
+
+    def partitions(self) -> list[InputPartition]:
+        parts = [p for s in self.stores for p in batch_consume_queue_partitions(s)]
+        return pack_partitions([p for p in parts if p.count], self.units_per_partition)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if isinstance(partition, ConsumeQueueFiles):
+            for p in partition.files:
+                yield from self._read_file(p)
+        elif isinstance(partition, BatchConsumeQueuePartition):
+            yield from self._read_file(partition)
+
+    def _read_file(self, p: BatchConsumeQueuePartition) -> Iterator[pa.RecordBatch]:
+        n = p.count
+        if not n:
+            return
+        with open(p.path, "rb") as f:
+            units = bcq.units_view(f.read(n * bcq.BCQ_STORE_UNIT_SIZE))
+        idx = np.arange(n, dtype=np.int64)
+        make: dict[str, Any] = {
+            "store_path": lambda t: pa.repeat(pa.scalar(p.store, t), n),
+            "topic": lambda t: pa.repeat(pa.scalar(p.topic, t), n),
+            "queue_id": lambda t: _np(np.full(n, p.queue_id), t),
+            "file": lambda t: pa.repeat(pa.scalar(os.path.relpath(p.path, p.store), t), n),
+            "position": lambda t: _np(idx * bcq.BCQ_STORE_UNIT_SIZE, t),
+            "unit_index": lambda t: _np(p.first + idx, t),
+            "commit_log_offset": lambda t: _np(units["commit_log_offset"], t),
+            "size": lambda t: _np(units["size"], t),
+            "tags_code": lambda t: _np(units["tags_code"], t),
+            "store_timestamp": lambda t: _np(units["store_timestamp"], t),
+            "queue_offset": lambda t: _np(units["msg_base_offset"], t),
+            "batch_size": lambda t: _np(units["batch_size"], t),
+        }
+        yield pa.RecordBatch.from_arrays([make[f.name](f.type) for f in self.arrow], schema=self.arrow)
+
+
+class BatchConsumeQueueDataSource(DataSource):
+    """``rmq_batchconsumequeue``: one row per valid 5.x BatchConsumeQueue unit
+    (``schemas.BATCH_CONSUME_QUEUE_COLUMNS``)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "rmq_batchconsumequeue"
+
+    def schema(self) -> StructType:
+        return schemas.batch_consume_queue_schema(schemas.parse_columns(self.options.get("columns")))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return BatchConsumeQueueReader(dict(self.options), schema)
 
 
 # ------------------------------------------------------------------------------------ index
@@ -758,4 +906,4 @@ class IndexDataSource(DataSource):
         return IndexReader(dict(self.options), schema)
 
 
-SOURCES = (CommitLogDataSource, ConsumeQueueDataSource, IndexDataSource)
+SOURCES = (CommitLogDataSource, ConsumeQueueDataSource, BatchConsumeQueueDataSource, IndexDataSource)

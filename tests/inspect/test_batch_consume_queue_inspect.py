@@ -6,8 +6,6 @@ INNER_NUM; one 46-byte unit per record), so each check is tested against a known
 from __future__ import annotations
 
 import json
-import os
-import struct
 from pathlib import Path
 
 import pytest
@@ -15,53 +13,13 @@ from click.testing import CliRunner
 
 from rmqlab.cli import main
 from rmqlab.codec import batch_consume_queue_unit as bcq
-from rmqlab.codec.consume_queue_unit import pack_unit as pack_cq_unit
-from rmqlab.codec.flags import INNER_BATCH_FLAG, NEED_UNWRAP_FLAG, PROPERTY_INNER_NUM
-from rmqlab.codec.java_hash import java_hash
-from rmqlab.codec.message import encode_blank, encode_message
+from rmqlab.codec.message import encode_blank
 from rmqlab.codec.names import offset_to_file_name as offset_file_name
 from rmqlab.inspect import open_snapshot
+from tests.batch_cq_store import BATCHES, BCQ_FILE
+from tests.batch_cq_store import patch_unit as _patch_unit
+from tests.batch_cq_store import write_batch_store as _write_store
 from tests.inspect.conftest import fingerprint
-
-LOG_FILE = 64 * 1024
-BCQ_FILE = bcq.BCQ_STORE_UNIT_SIZE * 4  # rolls every 4 units
-BATCHES = [3, 1, 5, 1, 1, 2, 7, 1, 4]  # messages per record of Batched/0
-T0 = 1_764_000_000_000
-
-
-def _write_store(root: Path) -> list[tuple[int, int, int, int, int, int]]:
-    """A 5.x-shaped store: Batched/0 (batch queue) and Plain/0 (plain queue) interleaved in one
-    commitlog file. Returns the batch units (offset, size, tags code, store time, base, batch)."""
-    log = bytearray()
-    units: list[tuple[int, int, int, int, int, int]] = []
-    base = 0
-    for i, n in enumerate(BATCHES):
-        inner = n > 1
-        props = {"TAGS": "TagB", **({PROPERTY_INNER_NUM: str(n)} if inner else {})}
-        rec = encode_message(topic="Batched", body=b"x" * (20 * n), queue_offset=base, commit_log_offset=len(log),
-                             sys_flag=(INNER_BATCH_FLAG | NEED_UNWRAP_FLAG) if inner else 0,
-                             store_timestamp=T0 + i, born_timestamp=T0 + i, properties=props)
-        units.append((len(log), len(rec), java_hash("TagB"), T0 + i, base, n))
-        log += rec
-        base += n
-        plain = encode_message(topic="Plain", body=b"p", queue_offset=i, commit_log_offset=len(log),
-                               store_timestamp=T0 + i, born_timestamp=T0 + i, properties={"TAGS": "TagP"})
-        os.makedirs(root / "consumequeue" / "Plain" / "0", exist_ok=True)
-        with open(root / "consumequeue" / "Plain" / "0" / offset_file_name(0), "ab") as f:
-            f.write(pack_cq_unit(len(log), len(plain), java_hash("TagP")))
-        log += plain
-    os.makedirs(root / "commitlog")
-    with open(root / "commitlog" / offset_file_name(0), "wb") as f:
-        f.write(bytes(log) + bytes(LOG_FILE - len(log)))
-    with open(root / "consumequeue" / "Plain" / "0" / offset_file_name(0), "r+b") as f:
-        f.truncate(20 * 64)
-    qdir = root / "batchconsumequeue" / "Batched" / "0"
-    os.makedirs(qdir)
-    for k in range(0, len(units), 4):
-        with open(qdir / offset_file_name(k * bcq.BCQ_STORE_UNIT_SIZE), "wb") as f:
-            data = b"".join(bcq.pack_unit(*u) for u in units[k:k + 4])
-            f.write(data + bytes(BCQ_FILE - len(data)))
-    return units
 
 
 def _kinds(path: Path) -> dict[str, int]:
@@ -102,13 +60,6 @@ def test_frames_cli_and_a_clean_verify(tmp_path: Path) -> None:
     assert fingerprint(tmp_path) == before  # read-only
 
 
-def _patch_unit(root: Path, index: int, field_pos: int, fmt: str, value: int) -> None:
-    name = offset_file_name(46 * 4 * (index // 4))
-    with open(root / "batchconsumequeue" / "Batched" / "0" / name, "r+b") as f:
-        f.seek(46 * (index % 4) + field_pos)
-        f.write(struct.pack(fmt, value))
-
-
 @pytest.mark.parametrize(("index", "pos", "fmt", "value", "expected"), [
     # a unit claiming 4 messages where the record holds 5 (INNER_NUM)
     (2, bcq.MSG_BATCH_SIZE_INDEX, ">h", 4, {"cq_unit_mismatch": 1, "bcq_offsets_gap": 1}),
@@ -147,16 +98,13 @@ def test_units_pointing_elsewhere_and_missing_ones(tmp_path: Path) -> None:
     assert "at or past the batch queue's end 21" in missing[0].message
 
 
-def test_spark_audit_notes_it_does_not_read_batch_queues(tmp_path: Path) -> None:
+def test_store_notes_say_nothing_of_batch_queues(tmp_path: Path) -> None:
+    """verify and the Spark audit both read them (tests/spark/test_audit_batch_queues.py)."""
     from rmqlab.inspect.checks import store_notes
 
     _write_store(tmp_path)
     with open_snapshot(tmp_path) as snap:
         assert [f.kind for f in store_notes(snap)] == []
-        notes = list(store_notes(snap, reads_batch_queues=False))
-    assert [(f.severity, f.kind, f.file) for f in notes] == [
-        ("warning", "batch_consume_queue_not_read", "batchconsumequeue")]
-    assert "rmqlab verify" in notes[0].message
 
 
 def test_blank_and_wrong_sized_files(tmp_path: Path) -> None:

@@ -190,3 +190,61 @@ def ext_stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     s = out["ext-no-run"] = _write_ext_store(base / "ext-no-run", 1100, 1)
     shutil.rmtree(s / "consumequeue_ext")
     return out
+
+
+@pytest.fixture(scope="session")
+def batch_stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """name -> store dir with a 5.x BatchConsumeQueue (``tests/batch_cq_store.py``, byte by byte):
+    clean, and with the faults ``tests/inspect/test_batch_consume_queue_inspect.py`` plants, and
+    more: shadowed queue offsets, a bad INNER_NUM, a stale record, units past the log or its
+    walk end, a queue with plain files too, an empty queue and many mismatches (for the caps)."""
+    from rmqlab.codec import batch_consume_queue_unit as bcq
+    from rmqlab.testing import damage
+    from tests.batch_cq_store import batch_file, patch_unit, write_batch_store
+
+    base = tmp_path_factory.mktemp("spark-batch-stores")
+    out: dict[str, Path] = {}
+
+    def make(name: str) -> tuple[Path, list[Any]]:
+        out[name] = base / name
+        return out[name], write_batch_store(out[name])
+
+    make("bcq")
+    s, _ = make("bcq-batch-size")  # a unit claiming 4 messages where the record holds 5 (INNER_NUM)
+    patch_unit(s, 2, bcq.MSG_BATCH_SIZE_INDEX, ">h", 4)
+    s, _ = make("bcq-single-2")  # a single record's unit claiming 2 messages
+    patch_unit(s, 1, bcq.MSG_BATCH_SIZE_INDEX, ">h", 2)
+    s, _ = make("bcq-tags")  # a wrong tags code (a wrong store time is no check of RocketMQ's)
+    patch_unit(s, 5, 12, ">q", 99)
+    patch_unit(s, 4, bcq.MSG_STORE_TIME_OFFSET_INDEX, ">q", 7)
+    s, _ = make("bcq-mid-record")  # pointing into the middle of a record
+    patch_unit(s, 6, 0, ">q", 3)
+    s, units = make("bcq-elsewhere")  # unit 7 points at unit 8's record
+    patch_unit(s, 7, 0, ">q", units[8][0])
+    s, _ = make("bcq-torn-tail")  # the last unit gone: its record is not dispatched yet
+    patch_unit(s, 8, 0, ">q", -1)
+    s, _ = make("bcq-short-file")  # the second file cut: the queue stops after its 2 units
+    with open(batch_file(s, 4), "r+b") as f:
+        f.truncate(100)
+    s, _ = make("bcq-dup-base")  # unit 3 starts at unit 4's queue offset: a lookup finds unit 3
+    patch_unit(s, 3, bcq.MSG_BASE_OFFSET_INDEX, ">q", 10)
+    s, units = make("bcq-inner-num")  # record 2's INNER_NUM is no number
+    log = s / "commitlog" / f"{0:020d}"
+    at = log.read_bytes().find(b"INNER_NUM\x015", units[2][0])
+    assert units[2][0] < at < units[2][0] + units[2][1]
+    damage.set_bytes(log, at + 10, b"x")
+    s, units = make("bcq-stale")  # record 6 (an inner batch) says it is elsewhere
+    damage.set_bytes(log := s / "commitlog" / f"{0:020d}", units[6][0] + 28, struct.pack(">q", 12345))
+    s, _ = make("bcq-past-end")  # a unit past the last CommitLog file
+    patch_unit(s, 5, 0, ">q", 10**6)
+    s, units = make("bcq-torn-log")  # record 5 torn: units 5.. point past the walk's end
+    damage.set_bytes(s / "commitlog" / f"{0:020d}", units[5][0] + 4, b"\x00\x00\x00\x01")
+    s, _ = make("bcq-also-plain")  # plain files too: Batched/0 is checked as a plain queue only
+    (s / "consumequeue" / "Batched" / "0").mkdir(parents=True)
+    shutil.copy(s / "consumequeue" / "Plain" / "0" / f"{0:020d}", s / "consumequeue" / "Batched" / "0")
+    s, _ = make("bcq-empty-queue")  # no valid unit: every record is past the queue's end 0
+    patch_unit(s, 0, 0, ">q", -1)
+    s, _ = make("bcq-tags-all")  # every unit's tags code wrong: 9 mismatches in one group
+    for i in range(9):
+        patch_unit(s, i, 12, ">q", 99)
+    return out

@@ -162,8 +162,9 @@ class BatchConsumeQueue:
         if isinstance(queue_id, bool) or not isinstance(queue_id, int) or queue_id < 0:
             raise ValueError(f"queue id must be a non-negative int, got {queue_id!r}")
         if mapped_file_size <= 0 or mapped_file_size % _UNIT:
-            # RocketMQ rounds mapperFileSizeBatchConsumeQueue up to whole units; a store dir
-            # written with a given size must be opened with exactly that size, so refuse
+            # RocketMQ takes mapperFileSizeBatchConsumeQueue as configured (no rounding, unlike the
+            # ConsumeQueue's getter): with a size not a multiple of 46, a file's last unit does
+            # not fit, the file never counts as full, and every put fails from then on
             raise ConfigError(
                 f"batch consume queue file size must be a positive multiple of {_UNIT}, not {mapped_file_size}"
             )
@@ -331,9 +332,11 @@ class BatchConsumeQueue:
         process_offset = mf.file_from_offset + mf_offset
         steps += self._order_steps(walked)
         for later in files[index + 1:]:
+            lost = valid_prefix(units_view(later.buffer[:size]))
             steps.append(RecoveryStep(
                 PHASE, self._label(later), later.file_from_offset, "delete" if not self.read_only else "drop",
-                f"{self.name}: starts past the end of valid units ({process_offset:,})"
+                f"{self.name}: starts past the end of valid units ({process_offset:,}); "
+                f"{lost} valid-looking unit(s) in it are lost"
                 + (" (read-only: dropped from the view, the file is untouched)" if self.read_only else ""),
             ))
         mfq.flushed_where = process_offset
@@ -343,6 +346,9 @@ class BatchConsumeQueue:
         else:
             mfq.truncate_dirty_files(process_offset)
         self._revise_max_and_min_offset_in_queue()
+        start = walked[0][0]
+        if self.max_msg_phy_offset_in_commit_log == -1 and files[0] is not start:
+            steps.append(self._trusted_max_phy(files, start))
         steps.append(RecoveryStep(
             PHASE, self._label(mf), process_offset, "recovered",
             f"{self.name}: min offset {self.min_offset_in_queue}, max offset {self.max_offset_in_queue}, "
@@ -350,6 +356,25 @@ class BatchConsumeQueue:
         ))
         self._publish(steps)
         return steps
+
+    def _trusted_max_phy(self, files: list[MappedFile], start: MappedFile) -> RecoveryStep:
+        """The walk found no valid unit, yet files before it (trusted, not walked) hold units.
+
+        RocketMQ leaves ``maxMsgPhyOffsetInCommitLog`` at -1 then, so its idempotence test lets
+        every re-dispatched record in again: the records of the trusted files would be appended
+        a second time. rmqlab takes the last unit of the last trusted file instead."""
+        before = files[: files.index(start)]
+        last = before[-1]
+        n = self._units_in(last)
+        value = self._unit_field(last, n - 1, 0) if n else None
+        if value is not None:
+            self.max_msg_phy_offset_in_commit_log = value
+        return RecoveryStep(
+            PHASE, self._label(last), last.file_from_offset + max(n - 1, 0) * _UNIT,
+            "max physic offset from a trusted file",
+            f"{self.name}: no valid unit in the scanned files; max physic offset {value} taken from the last unit of "
+            f"{last.name} (RocketMQ keeps -1, and would append the re-dispatched records of the trusted files again)",
+        )
 
     def _end_step(self, mf: MappedFile, units: np.ndarray, count: int) -> RecoveryStep:
         """Say why the walk ended inside ``mf``: unwritten bytes, or an invalid unit."""

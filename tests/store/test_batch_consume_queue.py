@@ -449,6 +449,7 @@ def test_recover_bad_unit_in_middle_file_deletes_later_files(tmp_path):
     check_against(q, Model(units[:11]))
     deleted = [s for s in steps if s.decision == "delete"]
     assert [s.offset for s in deleted] == [2 * FILE]
+    assert "5 valid-looking unit(s) in it are lost" in deleted[0].reason
     assert q.get_max_physic_offset() == units[10].phy
 
 
@@ -790,3 +791,17 @@ def test_by_time_picks_the_file_by_the_floor_of_first_times(tmp_path):
     for t in range(0, 40):
         for b in (LOWER, UPPER):
             assert q.get_offset_in_queue_by_time(t, b) == m.by_time(t, b)
+
+
+def test_recover_takes_max_physic_offset_from_a_trusted_file_when_the_walk_finds_nothing(tmp_path):
+    q, units = _closed(tmp_path, 36)  # 5 files: the walk starts at file 2
+    write_at(q, 2, 0, bytes(UNIT))
+    q, steps = reopen(q)
+    assert file_names(q) == [f"{k * FILE:020d}" for k in range(3)]
+    step = next(s for s in steps if s.decision == "max physic offset from a trusted file")
+    assert step.offset == FILE + 7 * UNIT
+    # RocketMQ would keep -1 and take every re-dispatched record again
+    assert q.get_max_physic_offset() == units[15].phy
+    assert q.get_max_offset_in_queue() == units[15].base + units[15].batch
+    assert q.put_batch_message_position_info(*units[3].args())  # a duplicate: skipped
+    check_against(q, Model(units[:16], files=[units[:8], units[8:16], []]))

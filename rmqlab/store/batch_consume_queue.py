@@ -184,6 +184,8 @@ class BatchConsumeQueue:
         self.max_offset_in_queue = 0
         self.min_offset_in_queue = -1
         self.duplicates_skipped = 0
+        #: BatchCQ topics have no ConsumeQueueExt (RocketMQ); None, as on a ConsumeQueue without one
+        self.consume_queue_ext = None
         # (files list the keys were computed for, {field: (sorted keys, file index per key)}):
         # the floor lookups' view of RocketMQ's offset/time caches, over all files but the last
         self._floor_memo: tuple[list[MappedFile], dict[int, tuple[list[int], list[int]]]] | None = None
@@ -523,6 +525,13 @@ class BatchConsumeQueue:
         a truncation that kept nothing, the truncation offset - 1)."""
         return self.max_msg_phy_offset_in_commit_log
 
+    @property
+    def max_physic_offset(self) -> int:
+        """:meth:`get_max_physic_offset` under ``ConsumeQueue``'s attribute name, for code that
+        takes the max over all queues (RocketMQ does: ``getMaxPhysicOffset`` of each, each in its
+        own meaning: a ConsumeQueue's is a record's end, a BatchConsumeQueue's a record's start)."""
+        return self.max_msg_phy_offset_in_commit_log
+
     def get_min_logic_offset(self) -> int:
         return self.min_logic_offset
 
@@ -706,7 +715,9 @@ class BatchConsumeQueue:
 
     # --- by time ---------------------------------------------------------------------------------
 
-    def get_offset_in_queue_by_time(self, timestamp: int, boundary: str = LOWER) -> int:
+    def get_offset_in_queue_by_time(self, timestamp: int, boundary: str = LOWER, *,
+                                    commit_log_min_offset: int | None = None,
+                                    pickup_store_timestamp: object = None) -> int:
         """The queue offset for store time ``timestamp`` (ms), exactly as RocketMQ 5.x answers.
 
         File: the last file if its first unit's time is <= ``timestamp``; else the file whose
@@ -721,6 +732,10 @@ class BatchConsumeQueue:
         unit's msgBaseOffset (not the max offset); see :func:`_search_time` for UPPER. The
         broker clamps the answer into [min, max] (``DefaultMessageStore``); this method does not.
         No file at all: -1 (RocketMQ: NullPointerException).
+
+        ``commit_log_min_offset`` and ``pickup_store_timestamp`` are accepted and ignored, so a
+        caller can ask every kind of queue alike: a unit holds its store time, and RocketMQ's
+        BatchConsumeQueue does not skip units below the commit log's min offset.
         """
         if boundary not in (LOWER, UPPER):
             raise ValueError(f"boundary must be {LOWER!r} or {UPPER!r}, not {boundary!r}")

@@ -805,3 +805,18 @@ def test_recover_takes_max_physic_offset_from_a_trusted_file_when_the_walk_finds
     assert q.get_max_offset_in_queue() == units[15].base + units[15].batch
     assert q.put_batch_message_position_info(*units[3].args())  # a duplicate: skipped
     check_against(q, Model(units[:16], files=[units[:8], units[8:16], []]))
+
+
+def test_consume_queue_alike_attributes(tmp_path):
+    q, units = _timed(tmp_path, [3, 4, 5])
+    assert q.consume_queue_ext is None
+    assert q.max_physic_offset == q.get_max_physic_offset() == units[-1].phy
+    assert q.get_offset_in_queue_by_time(4, commit_log_min_offset=10**9, pickup_store_timestamp=None,
+                                         boundary=UPPER) == units[1].base
+    assert q.roll_next_file(17) == 0
+    assert q.get_earliest_unit() == units[0].packed()
+    assert q.get_latest_unit() == units[-1].packed()
+    assert q.is_first_file_exist()
+    assert q.is_first_file_available()
+    assert q.get_total_size() == FILE
+    assert q.get_unit_size() == UNIT

@@ -32,6 +32,10 @@ over the files it holds (a later file wins a tie, as a later ``put`` into the ma
 what the broker's cache holds in every state the store reaches (the refresh at load follows any
 truncation).
 
+Rules read from RocketMQ 5.x's ``store/.../queue/BatchConsumeQueue.java`` (the version with
+``BoundaryType``, ``estimateMessageCount`` and ``isPutConsumeQueueDataByFileChannel``), re-expressed
+here; byte positions there are unit indices here (the same steps: positions are multiples of 46).
+
 Thread-safety: as RocketMQ's, one thread appends (the dispatcher) while others read; readers hold
 the mapped file while they read. Recovery, truncation and deletion are not safe against
 concurrent appends (RocketMQ runs them before dispatch starts, or from the clean-up thread).

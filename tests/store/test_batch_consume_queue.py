@@ -820,3 +820,32 @@ def test_consume_queue_alike_attributes(tmp_path):
     assert q.is_first_file_available()
     assert q.get_total_size() == FILE
     assert q.get_unit_size() == UNIT
+
+
+def test_put_into_a_recovered_empty_first_file_leaves_min_at_minus_one(tmp_path):
+    root = root_of(tmp_path)
+    qdir = Path(root, "TopicB", "3")
+    qdir.mkdir(parents=True)
+    (qdir / ("0" * 20)).write_bytes(bytes(FILE))  # created, never written (a crash right after)
+    q = make(root)
+    assert q.load()
+    q.recover()
+    assert (q.get_min_offset_in_queue(), q.get_max_offset_in_queue()) == (-1, 0)
+    units = make_units(3, base0=40)
+    put_all(q, units)
+    # RocketMQ revises the min only for a file created in this run ("first create in queue")
+    assert q.get_min_offset_in_queue() == -1
+    assert q.get_max_offset_in_queue() == Model(units).max
+    assert q.get_message_total_in_queue() == Model(units).max + 1
+    assert q.find_unit(40) == 0  # lookups do not depend on the min
+    q.correct_min_offset(0)  # the store's next correction fixes it
+    assert q.get_min_offset_in_queue() == 40
+
+
+def test_load_without_recover_answers_nothing(tmp_path):
+    q, _ = _closed(tmp_path, 5)
+    q = make(q.store_path)
+    assert q.load()
+    # RocketMQ revises min/max only in recover, truncation, puts and correctMinOffset
+    assert (q.get_min_offset_in_queue(), q.get_max_offset_in_queue()) == (-1, 0)
+    assert q.find_unit(0) is None

@@ -32,6 +32,10 @@ over the files it holds (a later file wins a tie, as a later ``put`` into the ma
 what the broker's cache holds in every state the store reaches (the refresh at load follows any
 truncation).
 
+Rules read from RocketMQ 5.x's ``store/.../queue/BatchConsumeQueue.java`` (the version with
+``BoundaryType``, ``estimateMessageCount`` and ``isPutConsumeQueueDataByFileChannel``), re-expressed
+here; byte positions there are unit indices here (the same steps: positions are multiples of 46).
+
 Thread-safety: as RocketMQ's, one thread appends (the dispatcher) while others read; readers hold
 the mapped file while they read. Recovery, truncation and deletion are not safe against
 concurrent appends (RocketMQ runs them before dispatch starts, or from the clean-up thread).
@@ -162,8 +166,9 @@ class BatchConsumeQueue:
         if isinstance(queue_id, bool) or not isinstance(queue_id, int) or queue_id < 0:
             raise ValueError(f"queue id must be a non-negative int, got {queue_id!r}")
         if mapped_file_size <= 0 or mapped_file_size % _UNIT:
-            # RocketMQ rounds mapperFileSizeBatchConsumeQueue up to whole units; a store dir
-            # written with a given size must be opened with exactly that size, so refuse
+            # RocketMQ takes mapperFileSizeBatchConsumeQueue as configured (no rounding, unlike the
+            # ConsumeQueue's getter): with a size not a multiple of 46, a file's last unit does
+            # not fit, the file never counts as full, and every put fails from then on
             raise ConfigError(
                 f"batch consume queue file size must be a positive multiple of {_UNIT}, not {mapped_file_size}"
             )
@@ -183,6 +188,8 @@ class BatchConsumeQueue:
         self.max_offset_in_queue = 0
         self.min_offset_in_queue = -1
         self.duplicates_skipped = 0
+        #: BatchCQ topics have no ConsumeQueueExt (RocketMQ); None, as on a ConsumeQueue without one
+        self.consume_queue_ext = None
         # (files list the keys were computed for, {field: (sorted keys, file index per key)}):
         # the floor lookups' view of RocketMQ's offset/time caches, over all files but the last
         self._floor_memo: tuple[list[MappedFile], dict[int, tuple[list[int], list[int]]]] | None = None
@@ -331,9 +338,11 @@ class BatchConsumeQueue:
         process_offset = mf.file_from_offset + mf_offset
         steps += self._order_steps(walked)
         for later in files[index + 1:]:
+            lost = valid_prefix(units_view(later.buffer[:size]))
             steps.append(RecoveryStep(
                 PHASE, self._label(later), later.file_from_offset, "delete" if not self.read_only else "drop",
-                f"{self.name}: starts past the end of valid units ({process_offset:,})"
+                f"{self.name}: starts past the end of valid units ({process_offset:,}); "
+                f"{lost} valid-looking unit(s) in it are lost"
                 + (" (read-only: dropped from the view, the file is untouched)" if self.read_only else ""),
             ))
         mfq.flushed_where = process_offset
@@ -343,6 +352,9 @@ class BatchConsumeQueue:
         else:
             mfq.truncate_dirty_files(process_offset)
         self._revise_max_and_min_offset_in_queue()
+        start = walked[0][0]
+        if self.max_msg_phy_offset_in_commit_log == -1 and files[0] is not start:
+            steps.append(self._trusted_max_phy(files, start))
         steps.append(RecoveryStep(
             PHASE, self._label(mf), process_offset, "recovered",
             f"{self.name}: min offset {self.min_offset_in_queue}, max offset {self.max_offset_in_queue}, "
@@ -350,6 +362,25 @@ class BatchConsumeQueue:
         ))
         self._publish(steps)
         return steps
+
+    def _trusted_max_phy(self, files: list[MappedFile], start: MappedFile) -> RecoveryStep:
+        """The walk found no valid unit, yet files before it (trusted, not walked) hold units.
+
+        RocketMQ leaves ``maxMsgPhyOffsetInCommitLog`` at -1 then, so its idempotence test lets
+        every re-dispatched record in again: the records of the trusted files would be appended
+        a second time. rmqlab takes the last unit of the last trusted file instead."""
+        before = files[: files.index(start)]
+        last = before[-1]
+        n = self._units_in(last)
+        value = self._unit_field(last, n - 1, 0) if n else None
+        if value is not None:
+            self.max_msg_phy_offset_in_commit_log = value
+        return RecoveryStep(
+            PHASE, self._label(last), last.file_from_offset + max(n - 1, 0) * _UNIT,
+            "max physic offset from a trusted file",
+            f"{self.name}: no valid unit in the scanned files; max physic offset {value} taken from the last unit of "
+            f"{last.name} (RocketMQ keeps -1, and would append the re-dispatched records of the trusted files again)",
+        )
 
     def _end_step(self, mf: MappedFile, units: np.ndarray, count: int) -> RecoveryStep:
         """Say why the walk ended inside ``mf``: unwritten bytes, or an invalid unit."""
@@ -496,6 +527,13 @@ class BatchConsumeQueue:
     def get_max_physic_offset(self) -> int:
         """``maxMsgPhyOffsetInCommitLog``: start offset of the last unit's record (-1 none; after
         a truncation that kept nothing, the truncation offset - 1)."""
+        return self.max_msg_phy_offset_in_commit_log
+
+    @property
+    def max_physic_offset(self) -> int:
+        """:meth:`get_max_physic_offset` under ``ConsumeQueue``'s attribute name, for code that
+        takes the max over all queues (RocketMQ does: ``getMaxPhysicOffset`` of each, each in its
+        own meaning: a ConsumeQueue's is a record's end, a BatchConsumeQueue's a record's start)."""
         return self.max_msg_phy_offset_in_commit_log
 
     def get_min_logic_offset(self) -> int:
@@ -681,7 +719,9 @@ class BatchConsumeQueue:
 
     # --- by time ---------------------------------------------------------------------------------
 
-    def get_offset_in_queue_by_time(self, timestamp: int, boundary: str = LOWER) -> int:
+    def get_offset_in_queue_by_time(self, timestamp: int, boundary: str = LOWER, *,
+                                    commit_log_min_offset: int | None = None,
+                                    pickup_store_timestamp: object = None) -> int:
         """The queue offset for store time ``timestamp`` (ms), exactly as RocketMQ 5.x answers.
 
         File: the last file if its first unit's time is <= ``timestamp``; else the file whose
@@ -696,6 +736,10 @@ class BatchConsumeQueue:
         unit's msgBaseOffset (not the max offset); see :func:`_search_time` for UPPER. The
         broker clamps the answer into [min, max] (``DefaultMessageStore``); this method does not.
         No file at all: -1 (RocketMQ: NullPointerException).
+
+        ``commit_log_min_offset`` and ``pickup_store_timestamp`` are accepted and ignored, so a
+        caller can ask every kind of queue alike: a unit holds its store time, and RocketMQ's
+        BatchConsumeQueue does not skip units below the commit log's min offset.
         """
         if boundary not in (LOWER, UPPER):
             raise ValueError(f"boundary must be {LOWER!r} or {UPPER!r}, not {boundary!r}")

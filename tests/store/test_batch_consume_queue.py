@@ -449,6 +449,7 @@ def test_recover_bad_unit_in_middle_file_deletes_later_files(tmp_path):
     check_against(q, Model(units[:11]))
     deleted = [s for s in steps if s.decision == "delete"]
     assert [s.offset for s in deleted] == [2 * FILE]
+    assert "5 valid-looking unit(s) in it are lost" in deleted[0].reason
     assert q.get_max_physic_offset() == units[10].phy
 
 
@@ -790,3 +791,61 @@ def test_by_time_picks_the_file_by_the_floor_of_first_times(tmp_path):
     for t in range(0, 40):
         for b in (LOWER, UPPER):
             assert q.get_offset_in_queue_by_time(t, b) == m.by_time(t, b)
+
+
+def test_recover_takes_max_physic_offset_from_a_trusted_file_when_the_walk_finds_nothing(tmp_path):
+    q, units = _closed(tmp_path, 36)  # 5 files: the walk starts at file 2
+    write_at(q, 2, 0, bytes(UNIT))
+    q, steps = reopen(q)
+    assert file_names(q) == [f"{k * FILE:020d}" for k in range(3)]
+    step = next(s for s in steps if s.decision == "max physic offset from a trusted file")
+    assert step.offset == FILE + 7 * UNIT
+    # RocketMQ would keep -1 and take every re-dispatched record again
+    assert q.get_max_physic_offset() == units[15].phy
+    assert q.get_max_offset_in_queue() == units[15].base + units[15].batch
+    assert q.put_batch_message_position_info(*units[3].args())  # a duplicate: skipped
+    check_against(q, Model(units[:16], files=[units[:8], units[8:16], []]))
+
+
+def test_consume_queue_alike_attributes(tmp_path):
+    q, units = _timed(tmp_path, [3, 4, 5])
+    assert q.consume_queue_ext is None
+    assert q.max_physic_offset == q.get_max_physic_offset() == units[-1].phy
+    assert q.get_offset_in_queue_by_time(4, commit_log_min_offset=10**9, pickup_store_timestamp=None,
+                                         boundary=UPPER) == units[1].base
+    assert q.roll_next_file(17) == 0
+    assert q.get_earliest_unit() == units[0].packed()
+    assert q.get_latest_unit() == units[-1].packed()
+    assert q.is_first_file_exist()
+    assert q.is_first_file_available()
+    assert q.get_total_size() == FILE
+    assert q.get_unit_size() == UNIT
+
+
+def test_put_into_a_recovered_empty_first_file_leaves_min_at_minus_one(tmp_path):
+    root = root_of(tmp_path)
+    qdir = Path(root, "TopicB", "3")
+    qdir.mkdir(parents=True)
+    (qdir / ("0" * 20)).write_bytes(bytes(FILE))  # created, never written (a crash right after)
+    q = make(root)
+    assert q.load()
+    q.recover()
+    assert (q.get_min_offset_in_queue(), q.get_max_offset_in_queue()) == (-1, 0)
+    units = make_units(3, base0=40)
+    put_all(q, units)
+    # RocketMQ revises the min only for a file created in this run ("first create in queue")
+    assert q.get_min_offset_in_queue() == -1
+    assert q.get_max_offset_in_queue() == Model(units).max
+    assert q.get_message_total_in_queue() == Model(units).max + 1
+    assert q.find_unit(40) == 0  # lookups do not depend on the min
+    q.correct_min_offset(0)  # the store's next correction fixes it
+    assert q.get_min_offset_in_queue() == 40
+
+
+def test_load_without_recover_answers_nothing(tmp_path):
+    q, _ = _closed(tmp_path, 5)
+    q = make(q.store_path)
+    assert q.load()
+    # RocketMQ revises min/max only in recover, truncation, puts and correctMinOffset
+    assert (q.get_min_offset_in_queue(), q.get_max_offset_in_queue()) == (-1, 0)
+    assert q.find_unit(0) is None

@@ -90,7 +90,7 @@ from rmqlab.codec.index_layout import (
 )
 from rmqlab.codec.message import MIN_RECORD_SIZE, calc_msg_length
 from rmqlab.codec.names import infer_file_size, parse_offset_file_name
-from rmqlab.codec.properties import decode_properties
+from rmqlab.codec.properties import raw_property_value
 from rmqlab.codec.scan import RecordColumns, scan_records
 from rmqlab.spark import schemas
 
@@ -116,6 +116,7 @@ DEFAULT_SPLIT_BYTES = 64 * 1024 * 1024
 DEFAULT_BATCH_ROWS = 8192
 DEFAULT_UNITS_PER_PARTITION = 2_000_000  # 40 MB of ConsumeQueue units per task
 _PRE_BLANK_SIZE = 0x7FFFFFFF
+_INNER_NUM_KEY = (PROPERTY_INNER_NUM + "\x01").encode()
 
 
 def _true(options: dict[str, str], name: str) -> bool:
@@ -372,7 +373,7 @@ def _inner_nums(buf: Any, c: RecordColumns, t: pa.DataType) -> pa.Array:
     """``inner_num``: INNER_NUM of each inner-batch record (``INNER_BATCH_FLAG``) as ``int()``
     reads it (what ``verify`` compares a BatchConsumeQueue unit's batch size with); null for other
     records, and where it is absent, not a number or beyond a long. Only those records' properties
-    are decoded (found after the body and topic the scan located)."""
+    are searched (found after the body and topic the scan located)."""
     values = np.zeros(c.n, np.int64)
     null = np.ones(c.n, bool)
     for i in np.flatnonzero(c.sys_flag & INNER_BATCH_FLAG).tolist():
@@ -382,9 +383,9 @@ def _inner_nums(buf: Any, c: RecordColumns, t: pa.DataType) -> pa.Array:
         else:
             p += 1 + _B.unpack_from(buf, p)[0]
         n = _H.unpack_from(buf, p)[0]
-        raw = bytes(buf[p + 2: p + 2 + n])
+        text = raw_property_value(bytes(buf[p + 2: p + 2 + n]), _INNER_NUM_KEY)  # = decode_properties(...).get
         try:
-            v = int(decode_properties(raw).get(PROPERTY_INNER_NUM, "")) if raw else None
+            v = int(text) if text is not None else None
         except ValueError:
             v = None
         if v is not None and -(1 << 63) <= v < (1 << 63):

@@ -1586,7 +1586,8 @@ class MessageStore:
         deleted = []
         with self.reput.lock:
             for topic in topics:
-                queue_ids = list(self.consume_queue_store.consume_queue_table.get(topic, {}))
+                cs = self.consume_queue_store
+                queue_ids = [*cs.consume_queue_table.get(topic, {}), *cs.batch_queue_table.get(topic, {})]
                 if not queue_ids:
                     continue
                 for queue_id in queue_ids:
@@ -1600,7 +1601,8 @@ class MessageStore:
         except ``SCHEDULE_TOPIC_XXXX``, ``RMQ_SYS_TRANS_OP_HALF_TOPIC`` and LMQ topics (4.9.8)
         or system and LMQ topics (5.x). Returns them."""
         retain = set(retain_topics)
-        candidates = [t for t in self.consume_queue_store.consume_queue_table if t not in retain]
+        cs = self.consume_queue_store
+        candidates = [t for t in dict.fromkeys([*cs.consume_queue_table, *cs.batch_queue_table]) if t not in retain]
         if self.config.is_v4:
             candidates = [t for t in candidates if t not in _KEPT_UNUSED_V4 and not is_lmq_topic(t)]
         else:

@@ -392,3 +392,28 @@ def test_4_9_8_ignores_the_attribute_as_its_topic_config_does(tmp_path: Path) ->
     assert Path(root, "consumequeue", "Batched", "0").is_dir()
     with _open(root, version="4.9.8") as store:
         assert store.get_max_offset_in_queue("Batched", 0) == 4
+
+
+def test_cleanup_and_topic_deletion_cover_batch_queues(tmp_path: Path) -> None:
+    root = str(tmp_path / "s")
+    clock = ManualClock()
+    with _open(root, clock) as store:
+        store.create_topic("B", queue_type="BatchCQ")
+        expected = _fill(store, clock, random.Random(5), 300)
+        units = expected[("B", 0)]
+        files = sorted(os.listdir(Path(root, "batchconsumequeue", "B", "0")))
+        assert len(files) >= 3
+        # every unit of the first file points below this offset: the first file is expired
+        cut = units[64][0]
+        plan = store.clean_consume_queue.plan(min_offset=cut)
+        assert plan.queue_files["B-0"] == files[:1]
+        assert store.consume_queue_store.delete_expired_files(cut) >= 1
+        assert sorted(os.listdir(Path(root, "batchconsumequeue", "B", "0"))) == files[1:]
+        assert store.get_min_offset_in_queue("B", 0) == units[64][2]
+        g = store.get_message("g", "B", 0, 0, 8)
+        assert g.status is GetMessageStatus.OFFSET_TOO_SMALL
+        assert g.next_begin_offset == units[64][2]
+        assert store.clean_unused_topic({"P"}) == ["B"]
+        assert not Path(root, "batchconsumequeue", "B").exists()
+        assert store.get_max_offset_in_queue("B", 0) == 0
+        assert "B-0" not in store.commit_log.topic_queue_table

@@ -34,6 +34,8 @@ class MessageStoreConfig:
     # --- file sizes --------------------------------------------------------------------------
     mapped_file_size_commit_log: int = 1024 * 1024 * 1024
     mapped_file_size_consume_queue: int = 300_000 * CQ_STORE_UNIT_SIZE
+    # 5.x mapperFileSizeBatchConsumeQueue: BatchCQ topics' files, 300,000 units of 46 bytes (spec §3.8)
+    mapper_file_size_batch_consume_queue: int = 300_000 * 46
     enable_consume_queue_ext: bool = False
     mapped_file_size_consume_queue_ext: int = 48 * 1024 * 1024
     bit_map_length_consume_queue_ext: int = 64

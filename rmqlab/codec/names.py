@@ -35,7 +35,7 @@ __all__ = [
 
 TOPIC_MAX_LENGTH = 127  # TopicValidator.TOPIC_MAX_LENGTH
 CONSUME_QUEUE_EXT_DIR = "consumequeue_ext"  # StorePathConfigHelper.getStorePathConsumeQueueExt
-BATCH_CONSUME_QUEUE_DIR = "batchconsumequeue"  # 5.x BatchConsumeQueue (spec §3.8): not modelled
+BATCH_CONSUME_QUEUE_DIR = "batchconsumequeue"  # 5.x BatchConsumeQueue (spec §3.8), BatchCQ topics
 COMPACTION_DIR = "compaction"  # 5.x CompactionStore: compactionLog/, compactionCq/ (cleanup.policy=COMPACTION)
 
 # TopicValidator.SYSTEM_TOPIC_SET (5.x; a broker adds more at run time, all named rmq_sys_*)

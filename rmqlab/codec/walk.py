@@ -26,6 +26,8 @@ from rmqlab.codec.flags import (
     MESSAGE_MAGIC_CODE_V1,
     MESSAGE_MAGIC_CODE_V2,
     PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_INNER_BASE,
+    PROPERTY_INNER_NUM,
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
@@ -39,6 +41,7 @@ from rmqlab.errors import CorruptRecord
 
 __all__ = [
     "DispatchRequest",
+    "batch_fields",
     "check_message_and_return_size",
     "compute_tags_code",
     "iter_records",
@@ -102,6 +105,36 @@ def parse_java_long(s: str) -> int:
     if not -(2**63) <= v < 2**63:
         raise ValueError(s)
     return v
+
+
+def parse_java_short(s: str) -> int:
+    """``Short.parseShort``: optional sign and digits only, int16 range; ValueError otherwise."""
+    if not _JAVA_INT.fullmatch(s):
+        raise ValueError(s)
+    v = int(s)
+    if not -(2**15) <= v < 2**15:
+        raise ValueError(s)
+    return v
+
+
+def batch_fields(properties: dict[str, str] | None) -> tuple[int, int]:
+    """``(msg_base_offset, batch_size)`` of a 5.x record: what ``CommitLog.setBatchSizeIfNeeded``
+    sets on its DispatchRequest (spec §3.8). With both ``INNER_NUM`` and ``INNER_BASE`` (an inner
+    batch: the broker puts INNER_NUM, the store INNER_BASE = the record's queue offset) they are
+    ``Long.parseLong(INNER_BASE)`` and ``Short.parseShort(INNER_NUM)``; otherwise the request's
+    defaults, -1 and 1 -- so a record without them (a plain message sent to a BatchCQ topic) is
+    skipped by ``BatchConsumeQueue.putMessagePositionInfoWrapper``, as in 5.3.3. Raises
+    ValueError where Java's parse throws (``check_message_and_return_size`` then fails the record).
+    """
+    if properties is None:
+        return -1, 1
+    num = properties.get(PROPERTY_INNER_NUM)
+    if num is None:
+        return -1, 1
+    base = properties.get(PROPERTY_INNER_BASE)
+    if base is None:
+        return -1, 1
+    return parse_java_long(base), parse_java_short(num)
 
 
 def compute_tags_code(
@@ -220,6 +253,10 @@ def _check(
         )
     if total != calc_msg_length(version, sys_flag, body_len, topic_len, props_len):
         return total, False, None  # "half message"
+    if v5 and properties is not None and PROPERTY_INNER_NUM in properties:
+        # 5.x setBatchSizeIfNeeded, after the length check and inside checkMessageAndReturnSize's
+        # try: an INNER_BASE or INNER_NUM Java cannot parse fails the record (ValueError -> -1)
+        batch_fields(properties)
     req = new_dispatch_request(
         topic, queue_id, phys, total, tags_code, store_ts, queue_offset, keys, uniq_key,
         sys_flag, prepared, properties,

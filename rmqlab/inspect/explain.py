@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from rmqlab.codec.checkpoint import Checkpoint
-from rmqlab.codec.names import CONSUME_QUEUE_EXT_DIR
+from rmqlab.codec.names import BATCH_CONSUME_QUEUE_DIR, CONSUME_QUEUE_EXT_DIR
 from rmqlab.config import MessageStoreConfig
 from rmqlab.errors import ConfigError
 
@@ -72,11 +72,18 @@ def explain_recovery(snap: StoreSnapshot, *, config: MessageStoreConfig | None =
     if ext and ext_files:
         changes["mapped_file_size_consume_queue_ext"] = snap.consume_queue_ext_file_size
     cfg = snapshot_config(snap, config, **changes)
+    # 5.x: the BatchConsumeQueues recover too (their steps lead the plan); every batchconsumequeue/
+    # topic is taken as BatchCQ here (opening the store checks it against topics.json)
+    batch_topics = frozenset(t for t, _q in getattr(snap, "batch_consume_queues", {}))
     cqs = ConsumeQueueStore(os.path.join(snap.path, "consumequeue"), cfg.consume_queue_file_size,
                             rocketmq_version=cfg.rocketmq_version, read_only=True,
                             ext_store_path=os.path.join(snap.path, CONSUME_QUEUE_EXT_DIR) if ext else None,
                             ext_file_size=cfg.mapped_file_size_consume_queue_ext,
-                            bit_map_length=cfg.bit_map_length_consume_queue_ext)
+                            bit_map_length=cfg.bit_map_length_consume_queue_ext,
+                            batch_store_path=None if cfg.is_v4 else os.path.join(snap.path, BATCH_CONSUME_QUEUE_DIR),
+                            batch_file_size=getattr(snap, "batch_consume_queue_file_size", None)
+                            or cfg.mapper_file_size_batch_consume_queue,
+                            batch_topics=lambda: batch_topics)
     try:
         cqs.load()
         cq_max = cqs.recover()
@@ -84,6 +91,7 @@ def explain_recovery(snap: StoreSnapshot, *, config: MessageStoreConfig | None =
         views = [CommitLogFileView(mf.name, mf.file_from_offset, mf.buffer) for mf in snap.commit_log_files]
         plan = plan_recovery(views, cfg.mapped_file_size_commit_log, last_exit_ok=not snap.abort_present,
                              max_phy_offset_of_consume_queue=cq_max, checkpoint=checkpoint, config=cfg)
+        plan.steps[:0] = cqs.batch_recovery_steps
         note_ext_recovery(plan, cqs.ext_recovery_steps, ext_enabled=ext, ext_files_present=ext_files)
         if plan.truncate_consume_queues:  # what MessageStore._apply_recovery adds
             note_units_past_log(plan, cqs.units_past_log(plan.process_offset))

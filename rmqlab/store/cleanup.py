@@ -617,9 +617,10 @@ class ConsumeQueueCleanupReport:
         return out
 
 
-def _cq_file_expired(mf: MappedFile, file_size: int, min_offset: int) -> bool | None:
-    """Last unit's CommitLog offset < ``min_offset``? None when unreadable (hanged -> True)."""
-    sel = mf.select_mapped_buffer(file_size - 20)
+def _cq_file_expired(mf: MappedFile, file_size: int, min_offset: int, unit_size: int = 20) -> bool | None:
+    """Last unit's CommitLog offset < ``min_offset``? None when unreadable (hanged -> True).
+    ``unit_size`` 46 for a BatchConsumeQueue (``deleteExpiredFileByOffset`` with its unit)."""
+    sel = mf.select_mapped_buffer(file_size - unit_size)
     if sel is None:
         return None if mf.is_available() else True
     with sel:
@@ -631,11 +632,13 @@ def plan_consume_queue_cleanup(
 ) -> ConsumeQueueCleanupPlan:
     """What ``CleanConsumeQueueService`` would delete for ``min_offset``, without deleting."""
     queues: dict[str, list[str]] = {}
-    for topic, queue_id, cq in consume_queue_store.all_queues():
+    every = [(t, q, cq, 20) for t, q, cq in consume_queue_store.all_queues()]
+    every += [(t, q, bcq, 46) for t, q, bcq in consume_queue_store.all_batch_queues()]
+    for topic, queue_id, cq, unit in every:
         mfq = cq.mapped_file_queue
         names = []
         for mf in mfq.mapped_files[:-1]:
-            if not _cq_file_expired(mf, mfq.mapped_file_size, min_offset):
+            if not _cq_file_expired(mf, mfq.mapped_file_size, min_offset, unit):
                 break
             names.append(mf.name)
         if names:
@@ -679,7 +682,8 @@ class CleanConsumeQueueService:
         interval = s.config.delete_consume_queue_files_interval
         touched: list[str] = []
         total = 0
-        for topic, queue_id, cq in s.consume_queue_store.all_queues():
+        cqs = s.consume_queue_store
+        for topic, queue_id, cq in [*cqs.all_queues(), *cqs.all_batch_queues()]:  # (5.x: BatchCQ ones too)
             deleted = cq.delete_expired_file(min_offset, s.clock.now_ms())
             if deleted > 0:
                 touched.append(f"{topic}-{queue_id}")

@@ -68,7 +68,7 @@ from rmqlab.codec.properties import (
     raw_property_value,
     reserialised_properties_and_map,
 )
-from rmqlab.codec.walk import parse_java_int, parse_java_long
+from rmqlab.codec.walk import parse_java_int, parse_java_long, parse_java_short
 from rmqlab.config import MessageStoreConfig
 from rmqlab.errors import DiskFull, InvalidTopic, RmqlabError, ScheduleRecordError
 from rmqlab.events import Appended, EventBus, Rolled
@@ -804,6 +804,94 @@ class CommitLog:
             enc = self._record(topic, queue_id, rec.body, rec.flag, rec.sys_flag, rec.born_timestamp, born_ip,
                                born_port, store_ip, store_port, rec.reconsume_times, 0, text, parsed)  # fmt: skip
             return enc if isinstance(enc, PutMessageResult) else self._put([enc])
+        except DiskFull as e:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason=str(e))
+
+    def put_inner_batch(self, batch: MessageBatch) -> PutMessageResult:
+        """Append a producer's batch to a 5.x BatchCQ topic as ONE inner-batch record, as a 5.3.3
+        broker stores it (``SendMessageProcessor`` for a BatchCQ topic, then the store).
+
+        The record: the batch's header fields, flag 0, sys flag | NEED_UNWRAP | INNER_BATCH, the
+        batch body as the producer encoded it (``encodeMessages``) as its BODY, and properties
+        ``messageProperties2String`` of one ``HashMap(128)`` that received, in order, the batch
+        message's own properties as sent (WAIT, its UNIQ_KEY), CLUSTER, ``INNER_NUM`` (the count
+        of inner messages) and, under the put lock, ``INNER_BASE`` = the record's queue offset
+        (``BatchConsumeQueue.assignQueueOffset``). The queue offset advances by ``INNER_NUM``.
+        """
+        refused = self._check_topic(batch.topic)
+        if refused is not None:
+            return refused
+        if batch.queue_id < 0:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason=f"queue id {batch.queue_id} < 0")
+        if not len(batch):
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason="empty batch")
+        if len(batch.body) > self.config.max_message_size:
+            return PutMessageResult(
+                PutMessageStatus.MESSAGE_ILLEGAL,
+                reason=f"batch body of {len(batch.body)} bytes exceeds max_message_size {self.config.max_message_size}",
+            )
+        version = self.config.rocketmq_version
+        sent = decode_properties(encode_client_properties(batch.properties, version)) if batch.properties else {}
+        sent[flags.PROPERTY_CLUSTER] = self.config.broker_cluster_name
+        sent[flags.PROPERTY_INNER_NUM] = str(len(batch))  # MessageDecoder.countInnerMsgNum
+        return self._put_inner(batch.topic, batch.queue_id, batch.body, 0, batch.sys_flag, batch.born_timestamp,
+                               batch.born_host, batch.reconsume_times, sent, len(batch))
+
+    def put_inner_message(self, msg: Message) -> PutMessageResult:
+        """Append a message that is already an inner batch (its sys flag has INNER_BATCH; its
+        ``INNER_NUM`` property, if any, the message count) to a BatchCQ topic: the 5.x store's
+        ``assignQueueOffset`` adds ``INNER_BASE`` and the queue offset advances by
+        ``getMessageNum`` (INNER_NUM, at least 1)."""
+        bad = self.check_message(msg)
+        if bad is not None:
+            return bad
+        num_text = (msg.properties or {}).get(flags.PROPERTY_INNER_NUM)
+        num = 1
+        if num_text is not None:
+            try:
+                num = max(1, parse_java_short(num_text))
+            except ValueError:
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                        reason=f"INNER_NUM {num_text!r} is not a short (RocketMQ's parseShort throws)")
+        now = self.clock.now_ms()
+        version = self.config.rocketmq_version
+        uniq = msg.uniq_key or (msg.properties or {}).get(flags.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) \
+            or self.new_uniq_key(now)
+        sent = decode_properties(encode_client_properties(client_properties(msg, uniq), version))
+        sent.setdefault(flags.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, uniq)
+        sent[flags.PROPERTY_CLUSTER] = self.config.broker_cluster_name
+        return self._put_inner(msg.topic, msg.queue_id, bytes(msg.body), msg.flag, msg.sys_flag, msg.born_timestamp,
+                               msg.born_host, msg.reconsume_times, sent, num)
+
+    def _put_inner(self, topic: str, queue_id: int, body: bytes, flag: int, sys_flag: int, born_timestamp: int | None,
+                   born_host: tuple[str, int] | str, reconsume_times: int, props: dict[str, str], num: int,
+                   ) -> PutMessageResult:
+        """The inner-batch record of these fields under the put lock: ``INNER_BASE`` (the queue
+        offset) put last into ``props`` (a HashMap's insertion order), serialised, the queue
+        offset moved by ``num``."""
+        key = f"{topic}-{queue_id}"
+        version = self.config.rocketmq_version
+        sys_flag |= flags.NEED_UNWRAP_FLAG | flags.INNER_BATCH_FLAG
+        try:
+            born_ip, born_port = self._host(born_host)
+            store_ip = self._store_ip or ip_to_bytes(self.store_host[0])
+        except BAD_FIELD_ERRORS as e:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason=f"born host {born_host!r}: {e}")
+
+        def prepare() -> tuple[list[EncodedRecord], dict[str, int]] | PutMessageResult:
+            q = self.topic_queue_table.get(key, 0)
+            m = dict(props)
+            m[flags.PROPERTY_INNER_BASE] = str(q)
+            text, parsed = reserialised_properties_and_map(m, version)
+            enc = self._record(topic, queue_id, body, flag, sys_flag,
+                               self.clock.now_ms() if born_timestamp is None else born_timestamp, born_ip,
+                               born_port, store_ip, self.store_host[1], reconsume_times, 0, text, parsed)
+            if isinstance(enc, PutMessageResult):
+                return enc
+            return [enc], {key: q + num}
+
+        try:
+            return self._put([], prepare=prepare)
         except DiskFull as e:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason=str(e))
 

@@ -11,6 +11,14 @@ queue dirs whose name Java's ``Integer.parseInt`` rejects. Topic dirs whose name
 topic are skipped too (rmqlab: a name that could escape the store never becomes a path) and
 listed in ``skipped``.
 
+5.x BatchCQ topics (``queue.type=BatchCQ``, spec §3.8) keep :class:`BatchConsumeQueue` objects
+in ``batch_queue_table`` under ``<root>/batchconsumequeue/`` (``batch_store_path``; None on a
+4.9.8 store, which has no such queues). As in 5.3.3's ``ConsumeQueueStore``, the kind of a new
+queue is the topic's type in its config (``is_batch_topic``) and load refuses a directory whose
+kind disagrees with it. The store-wide operations (recover, max physical offset, topic queue
+table, truncate, clean, flush, destroy, delete topic) cover both kinds; ``all_queues`` and
+``find_consume_queue`` stay plain-only (their callers use the ConsumeQueue API).
+
 Thread-safety: ``find_consume_queue`` may be called from several threads (creation is locked);
 the bulk operations (load, recover, truncate, delete, destroy) expect no concurrent appends.
 """
@@ -20,7 +28,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 
 import numpy as np
 
@@ -28,6 +36,7 @@ from rmqlab.codec.names import is_lmq_topic
 from rmqlab.errors import InvalidTopic
 from rmqlab.events import EventBus, RecoveryStep
 from rmqlab.files.mapped_file_queue import LoadError
+from rmqlab.store.batch_consume_queue import BatchConsumeQueue
 from rmqlab.store.consume_queue import ConsumeQueue
 
 __all__ = ["ConsumeQueueStore"]
@@ -57,8 +66,18 @@ class ConsumeQueueStore:
         ext_store_path: str | None = None,
         ext_file_size: int = 48 * 1024 * 1024,
         bit_map_length: int = 64,
+        batch_store_path: str | None = None,
+        batch_file_size: int = 13_800_000,
+        batch_topics: Callable[[], Collection[str]] | None = None,
     ) -> None:
         self.store_path = store_path
+        # 5.x: where BatchCQ topics' queues live (None: 4.9.8, no BatchConsumeQueue at all)
+        self.batch_store_path = batch_store_path
+        self.batch_file_size = batch_file_size
+        # the BatchCQ topics of the topic config (read at each look: topics.json may change)
+        self.batch_topics: Callable[[], Collection[str]] = batch_topics or frozenset
+        self.batch_queue_table: dict[str, dict[int, BatchConsumeQueue]] = {}
+        self.batch_recovery_steps: list[RecoveryStep] = []  # what the last recover() did to BCQs
         # enableConsumeQueueExt: every queue gets an ext run under this root (None: off)
         self.ext_store_path = ext_store_path
         self.ext_file_size = ext_file_size
@@ -112,6 +131,55 @@ class ConsumeQueueStore:
                     self.lmq_queue_count += 1
             return cq
 
+    def find_batch_queue(self, topic: str, queue_id: int, create: bool = True) -> BatchConsumeQueue | None:
+        """The BatchConsumeQueue of ``topic``/``queue_id``; created (no file yet) when missing and
+        ``create`` is true. Raises ``InvalidTopic``/``ValueError`` for a name or id it rejects."""
+        queues = self.batch_queue_table.get(topic)
+        bcq = queues.get(queue_id) if queues is not None else None
+        if bcq is not None or not create:
+            return bcq
+        assert self.batch_store_path is not None
+        with self._lock:
+            bcq = self.batch_queue_table.get(topic, {}).get(queue_id)
+            if bcq is None:
+                bcq = BatchConsumeQueue(topic, queue_id, self.batch_store_path, self.batch_file_size,
+                                        read_only=self.read_only, bus=self.bus)
+                self.batch_queue_table.setdefault(topic, {})[queue_id] = bcq
+            return bcq
+
+    def batch_queue_for(self, topic: str, queue_id: int, create: bool = True) -> BatchConsumeQueue | None:
+        """The BatchConsumeQueue a 5.x ``findOrCreateConsumeQueue`` gives for ``topic``: the one
+        in the table, else (``create``) a new one when the topic is BatchCQ and has no plain
+        queue of that id yet; None when the queue is (or would be) a plain ConsumeQueue."""
+        if self.batch_store_path is None:
+            return None
+        queues = self.batch_queue_table.get(topic)
+        if queues is not None:
+            bcq = queues.get(queue_id)
+            if bcq is not None:
+                return bcq
+        if not self.is_batch_topic(topic):
+            return None
+        plain = self.consume_queue_table.get(topic)
+        if plain is not None and queue_id in plain:
+            return None
+        return self.find_batch_queue(topic, queue_id, create=True) if create else None
+
+    def is_batch_topic(self, topic: str) -> bool:
+        """5.x ``QueueTypeUtils.isBatchCq`` of the topic's config (always False on 4.9.8)."""
+        return self.batch_store_path is not None and topic in self.batch_topics()
+
+    @property
+    def batch_possible(self) -> bool:
+        """Whether some record may go to a BatchConsumeQueue (batched dispatch is then off)."""
+        return self.batch_store_path is not None and bool(self.batch_queue_table or self.batch_topics())
+
+    def all_batch_queues(self) -> Iterator[tuple[str, int, BatchConsumeQueue]]:
+        """``(topic, queue_id, bcq)`` for every BatchConsumeQueue, in table order."""
+        for topic, queues in list(self.batch_queue_table.items()):
+            for queue_id, bcq in list(queues.items()):
+                yield topic, queue_id, bcq
+
     def all_queues(self) -> Iterator[tuple[str, int, ConsumeQueue]]:
         """``(topic, queue_id, cq)`` for every queue, topics and ids in table order."""
         for topic, queues in list(self.consume_queue_table.items()):
@@ -127,6 +195,11 @@ class ConsumeQueueStore:
         A missing root is an empty store (True).
         """
         self.load_error = ""
+        if not self._load_plain():
+            return False
+        return self._load_batch()
+
+    def _load_plain(self) -> bool:
         if not os.path.isdir(self.store_path):
             return True
         for topic in sorted(os.listdir(self.store_path)):
@@ -144,10 +217,52 @@ class ConsumeQueueStore:
                     self.skipped.append((topic_dir, exc.reason))
                     break
                 assert cq is not None
+                if self.batch_store_path is not None and self.is_batch_topic(topic):
+                    self.load_error = self._wrong_type(topic, "SimpleCQ", "BatchCQ")
+                    return False
                 if not cq.load():
                     ext = cq.consume_queue_ext
                     self.load_error = (cq.mapped_file_queue.load_error
                                        or (ext is not None and ext.mapped_file_queue.load_error) or queue_dir)
+                    return False
+        return True
+
+    @staticmethod
+    def _wrong_type(topic: str, expected: str, actual: str) -> str:
+        """5.x ``queueTypeShouldBe``: the exception that stops the broker's load."""
+        return (f"The queue type of topic: {topic} should be {expected}, but is {actual} (its queues are in "
+                f"{'consumequeue' if expected == 'SimpleCQ' else 'batchconsumequeue'}/ but topics.json says "
+                f"queue.type={actual}; a 5.x broker refuses to load such a store)")
+
+    def _load_batch(self) -> bool:
+        """5.x ``loadConsumeQueues(batchconsumequeue, BatchCQ)``: a BatchConsumeQueue for every
+        ``<topic>/<int queueId>/`` dir, each topic's type checked against its config first."""
+        root = self.batch_store_path
+        if root is None or not os.path.isdir(root):
+            return True
+        for topic in sorted(os.listdir(root)):
+            topic_dir = os.path.join(root, topic)
+            if not os.path.isdir(topic_dir):
+                continue
+            checked = False
+            for name in sorted(os.listdir(topic_dir)):
+                queue_dir = os.path.join(topic_dir, name)
+                queue_id = _parse_java_int(name)
+                if queue_id is None or not os.path.isdir(queue_dir):
+                    continue
+                if not checked:
+                    if not self.is_batch_topic(topic):
+                        self.load_error = self._wrong_type(topic, "BatchCQ", "SimpleCQ")
+                        return False
+                    checked = True
+                try:
+                    bcq = self.find_batch_queue(topic, queue_id)
+                except (InvalidTopic, ValueError) as exc:
+                    self.skipped.append((topic_dir, getattr(exc, "reason", str(exc))))
+                    break
+                assert bcq is not None
+                if not bcq.load():
+                    self.load_error = bcq.mapped_file_queue.load_error or queue_dir
                     return False
         return True
 
@@ -158,10 +273,17 @@ class ConsumeQueueStore:
         for _, _, cq in self.all_queues():
             steps += cq.recover()
         self.ext_recovery_steps = steps
+        batch_steps: list[RecoveryStep] = []
+        for _, _, bcq in self.all_batch_queues():
+            batch_steps += bcq.recover()
+        self.batch_recovery_steps = batch_steps
         return self.get_max_phy_offset_in_consume_queue()
 
     def get_max_phy_offset_in_consume_queue(self) -> int:
-        return max((cq.max_physic_offset for _, _, cq in self.all_queues()), default=-1)
+        """Max ``getMaxPhysicOffset`` over every queue (-1 if none); a BatchConsumeQueue's is the
+        start offset of its last unit's record (5.x ``maxMsgPhyOffsetInCommitLog``)."""
+        plain = max((cq.max_physic_offset for _, _, cq in self.all_queues()), default=-1)
+        return max((bcq.get_max_physic_offset() for _, _, bcq in self.all_batch_queues()), default=plain)
 
     def recover_topic_queue_table(self, min_phy: int) -> dict[str, int]:
         """``"<topic>-<queueId>" -> max offset in queue`` for every queue, then
@@ -171,6 +293,9 @@ class ConsumeQueueStore:
         for topic, queue_id, cq in self.all_queues():
             table[f"{topic}-{queue_id}"] = cq.get_max_offset_in_queue()
             cq.correct_min_offset(min_phy)
+        for topic, queue_id, bcq in self.all_batch_queues():  # 5.x batchTopicQueueTable
+            table[f"{topic}-{queue_id}"] = bcq.get_max_offset_in_queue()
+            bcq.correct_min_offset(min_phy)
         return table
 
     # --- write path --------------------------------------------------------------------------
@@ -228,6 +353,8 @@ class ConsumeQueueStore:
         cuts: list[RecoveryStep] = []
         for _, _, cq in self.all_queues():
             cuts += cq.truncate_dirty_logic_files(phy_offset)
+        for _, _, bcq in self.all_batch_queues():
+            cuts += bcq.truncate_dirty_logic_files(phy_offset)
         return cuts
 
     def units_past_log(self, phy_offset: int) -> list[RecoveryStep]:
@@ -235,11 +362,15 @@ class ConsumeQueueStore:
         cuts: list[RecoveryStep] = []
         for _, _, cq in self.all_queues():
             cuts += cq.units_past_log(phy_offset)
+        for _, _, bcq in self.all_batch_queues():
+            cuts += bcq.units_past_log(phy_offset)
         return cuts
 
     def correct_min_offsets(self, min_phy: int) -> None:
         for _, _, cq in self.all_queues():
             cq.correct_min_offset(min_phy)
+        for _, _, bcq in self.all_batch_queues():
+            bcq.correct_min_offset(min_phy)
 
     def delete_expired_files(
         self, min_phy: int, sleep_between: Callable[[], object] | None = None
@@ -255,6 +386,11 @@ class ConsumeQueueStore:
             total += deleted
             if deleted > 0 and sleep_between is not None:
                 sleep_between()
+        for _, _, bcq in self.all_batch_queues():
+            deleted = bcq.delete_expired_file(min_phy)
+            total += deleted
+            if deleted > 0 and sleep_between is not None:
+                sleep_between()
         return total
 
     def destroy_queue(self, topic: str, queue_id: int) -> bool:
@@ -267,6 +403,11 @@ class ConsumeQueueStore:
                 del self.consume_queue_table[topic]
             if cq is not None and is_lmq_topic(topic):
                 self.lmq_queue_count -= 1
+            if cq is None:
+                bqueues = self.batch_queue_table.get(topic)
+                cq = bqueues.pop(queue_id, None) if bqueues is not None else None  # type: ignore[assignment]
+                if bqueues is not None and not bqueues:
+                    del self.batch_queue_table[topic]
         if cq is None:
             return False
         cq.destroy()
@@ -275,10 +416,10 @@ class ConsumeQueueStore:
     def destroy_topic(self, topic: str) -> list[int]:
         """Delete every queue of ``topic`` and its directory once empty (5.x ``deleteTopics``);
         returns the queue ids destroyed."""
-        ids = list(self.consume_queue_table.get(topic, {}))
+        ids = list(self.consume_queue_table.get(topic, {})) + list(self.batch_queue_table.get(topic, {}))
         for queue_id in ids:
             self.destroy_queue(topic, queue_id)
-        for root in (self.store_path, self.ext_store_path):
+        for root in (self.store_path, self.ext_store_path, self.batch_store_path):
             if root is None:
                 continue
             try:
@@ -291,9 +432,11 @@ class ConsumeQueueStore:
         """``(topic, queue_id, last_offset)`` of every queue ``cleanExpiredConsumerQueue`` would
         destroy: its last unit ends below ``min_phy`` (``getLastOffset() < minCommitLogOffset``;
         -1, an empty last file, is "maybe created just now" and kept) and ``skip(topic)`` is false."""
+        queues: list[tuple[str, int, ConsumeQueue | BatchConsumeQueue]] = [*self.all_queues(),
+                                                                           *self.all_batch_queues()]
         return [
             (topic, queue_id, last)
-            for topic, queue_id, cq in self.all_queues()
+            for topic, queue_id, cq in queues
             if not skip(topic) and 0 <= (last := cq.get_last_offset()) < min_phy
         ]
 
@@ -304,6 +447,8 @@ class ConsumeQueueStore:
         result = True
         for _, _, cq in self.all_queues():
             result = cq.flush(least_pages) and result
+        for _, _, bcq in self.all_batch_queues():
+            result = bcq.flush(least_pages) and result
         return result
 
     def destroy(self) -> None:
@@ -311,8 +456,13 @@ class ConsumeQueueStore:
         for _, _, cq in self.all_queues():
             cq.destroy()
         self.consume_queue_table.clear()
+        for _, _, bcq in self.all_batch_queues():
+            bcq.destroy()
+        self.batch_queue_table.clear()
 
     def shutdown(self) -> None:
         """Unmap every queue's files (nothing is deleted)."""
         for _, _, cq in self.all_queues():
             cq.shutdown()
+        for _, _, bcq in self.all_batch_queues():
+            bcq.shutdown()

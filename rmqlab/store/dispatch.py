@@ -28,7 +28,7 @@ from rmqlab.codec.multi_dispatch import dispatches_multi, multi_dispatch_pairs
 from rmqlab.codec.names import is_lmq_topic, validate_topic
 from rmqlab.codec.properties import decode_properties
 from rmqlab.codec.scan import _byte_source, _properties
-from rmqlab.codec.walk import DispatchRequest, check_message_and_return_size, new_dispatch_request
+from rmqlab.codec.walk import DispatchRequest, batch_fields, check_message_and_return_size, new_dispatch_request
 from rmqlab.codec.windows import byte_windows
 from rmqlab.errors import InvalidTopic
 from rmqlab.events import Dispatched, EventBus
@@ -38,6 +38,7 @@ from rmqlab.store.services import NAP_MS, IdleNap
 from rmqlab.wakeups import Arrivals
 
 if TYPE_CHECKING:
+    from rmqlab.store.batch_consume_queue import BatchConsumeQueue
     from rmqlab.store.commit_log import CommitLog, DispatchHint
     from rmqlab.store.consume_queue_store import ConsumeQueueStore
     from rmqlab.store.index_service import IndexService
@@ -241,6 +242,11 @@ class CommitLogDispatcherBuildConsumeQueue:
     def dispatch(self, req: DispatchRequest) -> None:
         if (req.sys_flag & _TX_MASK) not in _CQ_TYPES:
             return
+        if self.cq_store.batch_store_path is not None:
+            bcq = self.cq_store.batch_queue_for(req.topic, req.queue_id)
+            if bcq is not None:
+                self._dispatch_batch_cq(bcq, req)
+                return
         stored = self.cq_store.put_message_position_info(
             req.topic, req.queue_id, req.commit_log_offset, req.msg_size, req.tags_code,
             req.consume_queue_offset, req.store_timestamp,
@@ -253,6 +259,23 @@ class CommitLogDispatcherBuildConsumeQueue:
                                         req.store_timestamp))
         if stored and self.multi_dispatch and req.properties and dispatches_multi(req.topic, self.version):
             self._dispatch_multi(req)
+
+    def _dispatch_batch_cq(self, bcq: BatchConsumeQueue, req: DispatchRequest) -> None:
+        """5.x ``BatchConsumeQueue.putMessagePositionInfoWrapper``: one unit for the record, its
+        msgBaseOffset and batch size from INNER_BASE / INNER_NUM (``batch_fields``); a record
+        without them (a plain message sent to the topic) has msgBaseOffset -1 and gets no unit,
+        as in 5.3.3 (logged)."""
+        try:
+            base, num = batch_fields(req.properties)
+        except ValueError:  # (a record the parser would have failed: no unit)
+            base, num = -1, 1
+        stored = bcq.put_message_position_info_wrapper(req.commit_log_offset, req.msg_size, req.tags_code,
+                                                       req.store_timestamp, base, num)
+        if stored:
+            self.checkpoint.logics_msg_timestamp = req.store_timestamp
+        if self.bus.active:
+            self.bus.publish(Dispatched(req.topic, req.queue_id, base, req.commit_log_offset, req.msg_size,
+                                        req.tags_code, req.store_timestamp))
 
     def _dispatch_multi(self, req: DispatchRequest) -> None:
         props = req.properties
@@ -370,6 +393,8 @@ class ReputMessageService:
             return False  # (multi-dispatch reads each record's properties: the per-record path)
         if ds[0].cq_store.ext_store_path is not None:
             return False  # ext units (tags code, store time) are written record by record
+        if ds[0].cq_store.batch_possible:
+            return False  # BatchCQ topics: their units come from each record's INNER_BASE / INNER_NUM
         if type(ds[1]) is not CommitLogDispatcherBuildIndex:
             return False
         bus = ds[0].bus

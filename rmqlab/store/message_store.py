@@ -33,7 +33,10 @@ from rmqlab.codec.consume_queue_unit import MAX_ADDR
 from rmqlab.codec.flags import (
     BLANK_MAGIC_CODE,
     BORNHOST_V6_FLAG,
+    INNER_BATCH_FLAG,
     PROPERTY_INNER_MULTI_DISPATCH,
+    PROPERTY_INNER_NUM,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     SCHEDULE_TOPIC,
     TIMER_TOPIC,
 )
@@ -74,7 +77,7 @@ from rmqlab.store.flush import (
 )
 from rmqlab.store.index_service import IndexService
 from rmqlab.store.memory_store import MemoryMessageStore
-from rmqlab.store.message import Message
+from rmqlab.store.message import BAD_FIELD_ERRORS, Message, refuse_bad_fields
 from rmqlab.store.message_filter import MessageFilter
 from rmqlab.store.prefault import CommitLogPrefaultService
 from rmqlab.store.recovery import (
@@ -120,6 +123,10 @@ _new_object = object.__new__  # StoredMessage built slot by slot in _scan (no __
 _INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")
 _HEAD_CHECK = PHYSICAL_OFFSET_POSITION + 8
+_INNER_BATCH = INNER_BATCH_FLAG
+_INNER_NUM = PROPERTY_INNER_NUM
+_BCQ_UNIT = 46
+_MAX_PULL_MSG_SIZE = 128 * 1024 * 1024  # 5.x DefaultMessageStore.MAX_PULL_MSG_SIZE
 
 
 def _total_physical_memory() -> int:
@@ -286,6 +293,11 @@ class MessageStore:
             ext_store_path=os.path.join(self.root, CONSUME_QUEUE_EXT_DIR) if c.enable_consume_queue_ext else None,
             ext_file_size=c.mapped_file_size_consume_queue_ext,
             bit_map_length=c.bit_map_length_consume_queue_ext,
+            # 5.x: BatchCQ topics' queues under batchconsumequeue/ (4.9.8 has none: its
+            # TopicConfig drops the queue.type attribute)
+            batch_store_path=None if c.is_v4 else os.path.join(self.root, BATCH_CONSUME_QUEUE_DIR),
+            batch_file_size=c.mapper_file_size_batch_consume_queue,
+            batch_topics=lambda: self.topic_config_manager.batch_cq_topics,
         )
         self.checkpoint = StoreCheckpoint(os.path.join(self.root, "checkpoint"))
         self.index_service = IndexService(
@@ -410,8 +422,6 @@ class MessageStore:
         if not self.topic_config_manager.load():
             self.load_error = f"{self.topic_config_manager.path}: unreadable topic config (and .bak)"
             return False
-        if not self._batch_cq_absent():
-            return False
         if not self._rocksdb_cq_absent():
             return False
         self.last_exit_ok = not self.abort_file.exists()
@@ -438,26 +448,6 @@ class MessageStore:
             return False
         self.loaded = True
         return True
-
-    def _batch_cq_absent(self) -> bool:
-        """A 5.x store with BatchConsumeQueues (topics of ``queue.type=BatchCQ``, ``batchconsumequeue/``;
-        spec §3.8) is refused: rmqlab does not model them, so recovery and dispatch would put those
-        topics' messages into plain consume queues, which the broker would not read. Read-only
-        inspection (``rmqlab inspect`` / ``verify``) still works and says what it does not read."""
-        if self.config.is_v4:
-            return True  # 4.9.8 has no BatchCQ (its TopicConfig drops attributes)
-        topics = [t for t in self.topic_config_manager.topics()
-                  if (cfg := self.topic_config_manager.get(t)) is not None and cfg.batch_cq]
-        bcq_dir = os.path.join(self.root, BATCH_CONSUME_QUEUE_DIR)
-        has_dir = os.path.isdir(bcq_dir) and bool(os.listdir(bcq_dir))
-        if not (topics or has_dir):
-            return True
-        what = (f"topics {', '.join(topics)} have {QUEUE_TYPE_ATTRIBUTE}={BATCH_CQ} in "
-                f"{self.topic_config_manager.path}" if topics else f"{bcq_dir} holds BatchConsumeQueue files")
-        self.load_error = (f"{what}: 5.x BatchConsumeQueue is not modelled by rmqlab (opening the store would "
-                           "dispatch those topics into plain consume queues); inspect it read-only with "
-                           "`rmqlab inspect` / `rmqlab verify`")
-        return False
 
     def _rocksdb_cq_absent(self) -> bool:
         """A store whose ``consumequeue/`` holds a RocksDB database (5.x ``storeType=defaultRocksDB``,
@@ -734,6 +724,7 @@ class MessageStore:
             checkpoint=self.checkpoint.snapshot(),
             config=self.config,
         )
+        plan.steps[:0] = self.consume_queue_store.batch_recovery_steps  # (BatchConsumeQueues recover first)
         note_ext_recovery(plan, self.consume_queue_store.ext_recovery_steps,
                           ext_enabled=self.config.enable_consume_queue_ext,
                           ext_files_present=not self.config.enable_consume_queue_ext and self._ext_files_present())
@@ -838,6 +829,9 @@ class MessageStore:
                 f"{self.consume_queue_store.lmq_queue_count} LMQ consume queues exceed max_lmq_consume_queue_num "
                 f"{self.config.max_lmq_consume_queue_num} (RocketMQ 4.9.8 makes this check but tests the wrong "
                 "status after it, so a 4.9.8 broker stores the message anyway)"))
+        if (msg.sys_flag & _INNER_BATCH or (msg.properties and _INNER_NUM in msg.properties)) \
+                and not self.config.is_v4:
+            return self._put_inner_message(msg, started)
         result = self.commit_log.put_message(msg)
         if result.status is _PUT_OK:
             if self._asleep:
@@ -869,7 +863,10 @@ class MessageStore:
                 return self.memory_store.put_messages(
                     self.commit_log.batch_messages(msgs) if is_batch else msgs  # type: ignore[arg-type]
                 )
-        result = self.commit_log.put_messages(msgs)
+        batch = self._inner_batch(msgs) if self.consume_queue_store.batch_store_path is not None else None
+        if isinstance(batch, PutMessageResult):
+            return batch
+        result = self.commit_log.put_messages(msgs) if batch is None else self.commit_log.put_inner_batch(batch)
         if result.status is _PUT_OK:
             if self._asleep:
                 self._wake_naps()
@@ -877,6 +874,55 @@ class MessageStore:
         self.stats.record_put(result.ok, result.wrote_bytes, len(msgs), started)
         if self._dispatch_bound and result.status is _PUT_OK:
             self._bound_dispatch_lag()
+        return result
+
+    def _inner_batch(self, msgs: Sequence[Message] | MessageBatch) -> MessageBatch | PutMessageResult | None:
+        """The batch to store as ONE inner-batch record (5.x, a BatchCQ topic), else None.
+
+        5.3.3's ``SendMessageProcessor`` turns a batch for a BatchCQ topic into an inner batch when
+        the batch message carries its own UNIQ_KEY (every 5.x producer's ``batch()`` sets one): a
+        list is encoded as such a producer would; a MessageBatch without one (a 4.x producer) is
+        stored as separate records, as the broker does -- which a BatchConsumeQueue then skips.
+        """
+        if not msgs:
+            return None
+        is_batch = msgs.__class__ is MessageBatch
+        topic = msgs.topic if is_batch else msgs[0].topic  # type: ignore[union-attr,index]
+        if not self.consume_queue_store.is_batch_topic(topic):
+            return None
+        if is_batch:
+            batch = msgs
+        else:
+            cl = self.commit_log
+            try:
+                batch = MessageBatch.from_messages(msgs, lambda: cl.new_uniq_key(cl.clock.now_ms()),  # type: ignore[arg-type]
+                                                   client_version=self.config.rocketmq_version)
+            except ValueError as e:
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason=str(e))
+            except BAD_FIELD_ERRORS:
+                return refuse_bad_fields(msgs)  # type: ignore[arg-type]
+        if not batch.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX):  # type: ignore[union-attr]
+            return None
+        return batch  # type: ignore[return-value]
+
+    def _put_inner_message(self, msg: Message, started: int) -> PutMessageResult:
+        """5.x ``DefaultMessageStore.asyncPutMessage``'s checks of a single message: INNER_NUM without
+        the INNER_BATCH flag, or an inner batch for a topic that is not BatchCQ, is MESSAGE_ILLEGAL;
+        an inner batch for a BatchCQ topic is stored with INNER_BASE (``put_inner_message``)."""
+        inner = bool(msg.sys_flag & _INNER_BATCH)
+        if not inner:
+            result = PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                      reason=f"the message had property {_INNER_NUM} but is not an inner batch")
+        elif not self.consume_queue_store.is_batch_topic(msg.topic):
+            result = PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                      reason="the message is an inner batch but its topic's queue type is not BatchCQ")
+        else:
+            result = self.commit_log.put_inner_message(msg)
+        if result.status is _PUT_OK:
+            if self._asleep:
+                self._wake_naps()
+            result = self._after_put(result)
+        self.stats.record_put(result.ok, result.wrote_bytes, 1, started)
         return result
 
     def _lmq_exceeded(self, msg: Message) -> bool:
@@ -1000,16 +1046,35 @@ class MessageStore:
     def _is_memory_topic(self, topic: str) -> bool:
         return self.memory_store is not None and self.topic_config_manager.is_memory_topic(topic)
 
-    def create_topic(self, topic: str, queue_nums: int = 4, *, memory: bool = False) -> TopicConfig:
+    def create_topic(self, topic: str, queue_nums: int = 4, *, memory: bool = False,
+                     queue_type: str | None = None) -> TopicConfig:
         """Create (and persist in ``config/topics.json``) a topic config; ``memory=True`` routes the
-        topic to the MemoryMessageStore (needs ``memory_topic_enable``)."""
+        topic to the MemoryMessageStore (needs ``memory_topic_enable``). ``queue_type="BatchCQ"``
+        writes the ``queue.type`` attribute as RocketMQ does: on a 5.x store the topic's queues
+        are BatchConsumeQueues (a 4.9.8 store keeps the attribute and ignores it, as 4.9.8 does)."""
         if memory and self.memory_store is None:
             raise RmqlabError("memory topics need MessageStoreConfig(memory_topic_enable=True)")
-        return self.topic_config_manager.create_if_absent(topic, queue_nums, memory=memory)
+        if queue_type not in (None, "SimpleCQ", BATCH_CQ):
+            raise RmqlabError(f"queue_type must be SimpleCQ or {BATCH_CQ}, not {queue_type!r}")
+        attributes = {QUEUE_TYPE_ATTRIBUTE: queue_type} if queue_type else None
+        return self.topic_config_manager.create_if_absent(topic, queue_nums, memory=memory, attributes=attributes)
+
+    def _batch_queue(self, topic: str, queue_id: int, create: bool = False) -> Any:
+        """The topic/queue's BatchConsumeQueue (5.x BatchCQ topic), else None (a plain queue)."""
+        cs = self.consume_queue_store
+        if cs.batch_store_path is None:
+            return None
+        try:
+            return cs.batch_queue_for(topic, queue_id, create=create)
+        except (InvalidTopic, ValueError):
+            return None
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         if self._is_memory_topic(topic):
             return self.memory_store.get_max_offset_in_queue(topic, queue_id)  # type: ignore[union-attr]
+        bcq = self._batch_queue(topic, queue_id)
+        if bcq is not None:
+            return bcq.get_max_offset_in_queue()
         cq = self.consume_queue_store.find_consume_queue(topic, queue_id, create=False)
         return cq.get_max_offset_in_queue() if cq is not None else 0
 
@@ -1018,15 +1083,27 @@ class MessageStore:
         on the lookup and answers its 0; rmqlab answers without creating it)."""
         if self._is_memory_topic(topic):
             return self.memory_store.get_min_offset_in_queue(topic, queue_id)  # type: ignore[union-attr]
+        bcq = self._batch_queue(topic, queue_id)
+        if bcq is not None:
+            return bcq.get_min_offset_in_queue()  # (-1 while it holds no unit, as 5.x answers)
         cq = self.consume_queue_store.find_consume_queue(topic, queue_id, create=False)
         return cq.get_min_offset_in_queue() if cq is not None else 0
 
     def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, consume_queue_offset: int) -> int:
+        bcq = self._batch_queue(topic, queue_id)
+        if bcq is not None:  # the record holding that queue offset (5.x ``get``: the unit whose batch holds it)
+            bunit = bcq.get(consume_queue_offset)
+            return bunit[0] if bunit is not None else 0
         cq = self.consume_queue_store.find_consume_queue(topic, queue_id, create=False)
         unit = cq.get_unit(consume_queue_offset) if cq is not None else None
         return unit[0] if unit is not None else 0
 
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int, boundary: str = "LOWER") -> int:
+        bcq = self._batch_queue(topic, queue_id)
+        if bcq is not None:
+            # 5.x DefaultMessageStore: the queue's answer clamped into [min, max]
+            found = bcq.get_offset_in_queue_by_time(timestamp, boundary)
+            return min(max(found, bcq.get_min_offset_in_queue()), bcq.get_max_offset_in_queue())
         cq = self.consume_queue_store.find_consume_queue(topic, queue_id, create=False)
         if cq is None:
             return 0
@@ -1040,6 +1117,10 @@ class MessageStore:
             reader.close()
 
     def get_message_store_timestamp(self, topic: str, queue_id: int, consume_queue_offset: int) -> int:
+        bcq = self._batch_queue(topic, queue_id)
+        if bcq is not None:  # getCqUnitAndStoreTime: the unit's record's store time
+            bunit = bcq.get(consume_queue_offset)
+            return -1 if bunit is None else self.commit_log.pickup_store_timestamp(bunit[0], bunit[1])
         cq = self.consume_queue_store.find_consume_queue(topic, queue_id, create=False)
         unit = cq.get_unit(consume_queue_offset) if cq is not None else None
         if unit is None:
@@ -1151,6 +1232,9 @@ class MessageStore:
         min_offset = max_offset = 0
         result = GetMessageResult(status)
         max_offset_py = self.commit_log.get_max_offset()
+        bcq = self._batch_queue(topic, queue_id, create=True)
+        if bcq is not None:
+            return self._get_batch_message(bcq, offset, max_msg_nums, message_filter, max_offset_py, result)
         # RocketMQ creates the queue object on demand (no files), hence NO_MESSAGE_IN_QUEUE.
         try:
             cq = self.consume_queue_store.find_consume_queue(topic, queue_id, create=True)
@@ -1179,6 +1263,98 @@ class MessageStore:
         result.min_offset = min_offset
         result.max_offset = max_offset
         self.stats.record_get(len(result.messages))
+        return result
+
+    def _get_batch_message(self, bcq: Any, offset: int, max_msg_nums: int, message_filter: MessageFilter | None,
+                           max_offset_py: int, result: GetMessageResult) -> GetMessageResult:
+        """``get_message`` over a BatchConsumeQueue, 5.3.3's ``DefaultMessageStore.getMessage``:
+        each unit returns its whole record (all its ``batch_size`` messages); the count, the
+        batch-full test (``count + batchNum > maxMsgNums``) and ``next_begin_offset`` (the last
+        unit looked at's ``msgBaseOffset + batchSize``, filtered units included) go by batch size;
+        the tag filter tests the unit's tags code. The CQ window is ``max(maxFilterMessageSize,
+        maxMsgNums * 46)`` bytes of units past the requested offset; one BCQ file per call."""
+        c = self.config
+        min_offset = bcq.get_min_offset_in_queue()
+        max_offset = bcq.get_max_offset_in_queue()
+        next_begin = offset
+        if max_offset == 0:
+            status, next_begin = GetMessageStatus.NO_MESSAGE_IN_QUEUE, self._correct(offset, 0)
+        elif offset < min_offset:
+            status, next_begin = GetMessageStatus.OFFSET_TOO_SMALL, self._correct(offset, min_offset)
+        elif offset == max_offset:
+            status, next_begin = GetMessageStatus.OFFSET_OVERFLOW_ONE, self._correct(offset, offset)
+        elif offset > max_offset:
+            status, next_begin = GetMessageStatus.OFFSET_OVERFLOW_BADLY, self._correct(offset, max_offset)
+        else:
+            max_filter = max(c.max_filter_message_size, max_msg_nums * _BCQ_UNIT)
+            max_pull = _MAX_PULL_MSG_SIZE  # (maxTotalMsgSize defaults to it)
+            memory = self._memory_for_messages()
+            status = GetMessageStatus.NO_MATCHED_MESSAGE
+            max_phy_pulling = 0
+            total = count = 0
+            messages = result.messages
+            if next_begin < max_offset:  # travelCqFileNumWhenGetMessage = 1: one BCQ file
+                units = bcq.units_from(next_begin, max_filter // _BCQ_UNIT + 2)
+                if len(units) == 0:
+                    status = GetMessageStatus.OFFSET_FOUND_NULL
+                    next_begin = self._correct(next_begin, bcq.roll_next_file(next_begin))
+                else:
+                    next_phy_file_start = _LONG_MIN
+                    rows = zip(units["commit_log_offset"].tolist(), units["size"].tolist(),
+                               units["tags_code"].tolist(), units["msg_base_offset"].tolist(),
+                               units["batch_size"].tolist(), strict=True)
+                    for off_py, size_py, tags_code, base, batch_num in rows:
+                        if next_begin >= max_offset:
+                            break
+                        if (base - offset) * _BCQ_UNIT > max_filter:
+                            break
+                        if total and count:  # 5.x isTheBatchFull
+                            if count + batch_num > max_msg_nums or total + size_py > max_pull:
+                                break
+                            if max_offset_py - off_py <= memory:
+                                if total + size_py > c.max_transfer_bytes_on_message_in_memory \
+                                        or count > c.max_transfer_count_on_message_in_memory - 1:
+                                    break
+                            elif total + size_py > c.max_transfer_bytes_on_message_in_disk \
+                                    or count > c.max_transfer_count_on_message_in_disk - 1:
+                                break
+                        if total >= max_pull:
+                            break
+                        max_phy_pulling = off_py
+                        next_begin = base + batch_num
+                        if next_phy_file_start != _LONG_MIN and off_py < next_phy_file_start:
+                            continue
+                        if message_filter is not None and not message_filter.is_matched_by_consume_queue(tags_code):
+                            result.filtered_count += 1
+                            if not total:
+                                status = GetMessageStatus.NO_MATCHED_MESSAGE
+                            continue
+                        sel = self.commit_log.get_message(off_py, size_py)
+                        if sel is None:
+                            if not total:
+                                status = GetMessageStatus.MESSAGE_WAS_REMOVING
+                            next_phy_file_start = self.commit_log.roll_next_file(off_py)
+                            continue
+                        if message_filter is not None and not message_filter.is_matched_by_commit_log(sel.buffer):
+                            sel.release()
+                            if not total:
+                                status = GetMessageStatus.NO_MATCHED_MESSAGE
+                            continue
+                        m = StoredMessage(sel, sel.buffer, off_py, size_py)
+                        m._batch = messages
+                        messages.append(m)
+                        result.batch_sizes.append(batch_num)
+                        total += size_py
+                        count += batch_num
+                        status = GetMessageStatus.FOUND
+                        next_phy_file_start = _LONG_MIN
+            result.buffer_total_size = total
+            result.suggest_pulling_from_slave = max_offset_py - max_phy_pulling > memory
+        result.status = status
+        result.next_begin_offset = next_begin
+        result.min_offset = min_offset
+        result.max_offset = max_offset
+        self.stats.record_get(result.message_count)
         return result
 
     def _scan(self, cq: Any, offset: int, max_msg_nums: int, message_filter: MessageFilter | None,
@@ -1410,7 +1586,8 @@ class MessageStore:
         deleted = []
         with self.reput.lock:
             for topic in topics:
-                queue_ids = list(self.consume_queue_store.consume_queue_table.get(topic, {}))
+                cs = self.consume_queue_store
+                queue_ids = [*cs.consume_queue_table.get(topic, {}), *cs.batch_queue_table.get(topic, {})]
                 if not queue_ids:
                     continue
                 for queue_id in queue_ids:
@@ -1424,7 +1601,8 @@ class MessageStore:
         except ``SCHEDULE_TOPIC_XXXX``, ``RMQ_SYS_TRANS_OP_HALF_TOPIC`` and LMQ topics (4.9.8)
         or system and LMQ topics (5.x). Returns them."""
         retain = set(retain_topics)
-        candidates = [t for t in self.consume_queue_store.consume_queue_table if t not in retain]
+        cs = self.consume_queue_store
+        candidates = [t for t in dict.fromkeys([*cs.consume_queue_table, *cs.batch_queue_table]) if t not in retain]
         if self.config.is_v4:
             candidates = [t for t in candidates if t not in _KEPT_UNUSED_V4 and not is_lmq_topic(t)]
         else:

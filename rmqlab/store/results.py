@@ -431,10 +431,14 @@ class GetMessageResult:
     buffer_total_size: int = 0
     suggest_pulling_from_slave: bool = False
     filtered_count: int = 0  # units skipped by the tag filter (rmqlab extra)
+    #: a BatchConsumeQueue read (5.x BatchCQ topic): the batch size of each of ``messages`` (each
+    #: one a whole inner-batch record); empty for a plain queue (one message a record)
+    batch_sizes: list[int] = field(default_factory=list)
 
     @property
     def message_count(self) -> int:
-        return len(self.messages)
+        """Messages found (5.x ``getMessageCount``: a BatchCQ record counts its batch size)."""
+        return sum(self.batch_sizes) if self.batch_sizes else len(self.messages)
 
     @property
     def commit_log_offsets(self) -> list[int]:

@@ -70,7 +70,7 @@ __all__ = [
 
 MEMORY_ATTRIBUTE = "memory"  # rmqlab: topic attribute that routes a topic to the MemoryMessageStore
 QUEUE_TYPE_ATTRIBUTE = "queue.type"  # 5.x TopicAttributes.QUEUE_TYPE_ATTRIBUTE: SimpleCQ (default) | BatchCQ
-BATCH_CQ = "BatchCQ"  # a 5.x topic whose queues are BatchConsumeQueues (spec §3.8), which rmqlab does not model
+BATCH_CQ = "BatchCQ"  # a 5.x topic whose queues are BatchConsumeQueues (spec §3.8)
 PERM_READ_WRITE = 6  # PermName.PERM_READ | PermName.PERM_WRITE
 _FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
 _TOPIC_KEYS = ("attributes", "order", "perm", "readQueueNums", "topicFilterType", "topicName",
@@ -259,6 +259,9 @@ class TopicConfigManager:
         self.loaded_from: str | None = None  # "file", "bak" or None (nothing loaded)
         self.extra: dict[str, Any] = {}  # top-level JSON fields rmqlab does not know
         self._table: dict[str, TopicConfig] = {}
+        #: topics whose config says ``queue.type=BatchCQ`` (5.x only: 4.9.8's TopicConfig drops
+        #: attributes), kept current by every change so readers test membership without the lock
+        self.batch_cq_topics: frozenset[str] = frozenset()
         self._lock = threading.RLock()
 
     @classmethod
@@ -287,6 +290,7 @@ class TopicConfigManager:
             raise ConfigError(f"{self.path}: topicConfigTable is not an object")
         table = {name: TopicConfig.from_json(entry, name) for name, entry in raw_table.items()}
         self._table = table
+        self._refresh_batch_cq()
         self.data_version = DataVersion.from_json(obj.get("dataVersion"))
         self.extra = {k: v for k, v in obj.items() if k not in ("dataVersion", "topicConfigTable")}
 
@@ -323,25 +327,23 @@ class TopicConfigManager:
     def update(self, cfg: TopicConfig) -> TopicConfig | None:
         """Put ``cfg`` (replacing the topic's old config, which is returned), bump, persist."""
         validate_topic(cfg.topic_name)
-        if cfg.batch_cq and not self.v4:
-            raise ConfigError(f"topic {cfg.topic_name}: {QUEUE_TYPE_ATTRIBUTE}={BATCH_CQ} (5.x BatchConsumeQueue) is "
-                              "not modelled by rmqlab; its messages would go to plain consume queues, which a "
-                              "5.x broker would not read")
         with self._lock:
             old = self._table.get(cfg.topic_name)
             self._table[cfg.topic_name] = cfg
             self._changed()
             return old
 
-    def create_if_absent(self, topic: str, queue_nums: int = 4, *, memory: bool = False) -> TopicConfig:
+    def create_if_absent(self, topic: str, queue_nums: int = 4, *, memory: bool = False,
+                         attributes: dict[str, str] | None = None) -> TopicConfig:
         """The topic's config, created with ``queue_nums`` read/write queues if it is new
-        (like ``createTopicInSendMessageMethod`` with ``defaultTopicQueueNums`` = 4)."""
+        (like ``createTopicInSendMessageMethod`` with ``defaultTopicQueueNums`` = 4) and
+        ``attributes`` (e.g. ``{"queue.type": "BatchCQ"}``, stored in topics.json as RocketMQ does)."""
         validate_topic(topic)
         with self._lock:
             cfg = self._table.get(topic)
             if cfg is None:
                 cfg = TopicConfig(topic, read_queue_nums=queue_nums, write_queue_nums=queue_nums,
-                                  memory=memory)
+                                  memory=memory, attributes=dict(attributes or {}))
                 self._table[topic] = cfg
                 self._changed()
             return cfg
@@ -354,7 +356,12 @@ class TopicConfigManager:
                 self._changed()
             return old
 
+    def _refresh_batch_cq(self) -> None:
+        self.batch_cq_topics = frozenset() if self.v4 else frozenset(
+            name for name, cfg in self._table.items() if cfg.batch_cq)
+
     def _changed(self) -> None:
+        self._refresh_batch_cq()
         self.data_version = self.data_version.next_version(self.clock.now_ms())
         self.persist()
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from rmqlab.codec import flags
 from rmqlab.codec.message import BlankRecord, MessageRecord, encode_blank, encode_message
-from rmqlab.codec.walk import DispatchRequest, check_message_and_return_size, iter_records
+from rmqlab.codec.walk import DispatchRequest, batch_fields, check_message_and_return_size, iter_records
 from rmqlab.errors import CorruptRecord, TruncatedRecord
 
 DELAY_TABLE = {1: 1000, 2: 5000, 3: 10000, 18: 7200000}
@@ -200,3 +200,43 @@ def test_walk_truncated_record_and_short_tail() -> None:
     with pytest.raises(TruncatedRecord) as ei:
         list(iter_records(rec + rec, end=len(rec) + 20))
     assert ei.value.offset == len(rec)
+
+
+@pytest.mark.parametrize(
+    ("props", "expected"),
+    [
+        (None, (-1, 1)),
+        ({"TAGS": "a"}, (-1, 1)),  # a plain record: DispatchRequest's defaults (5.3.3)
+        ({"INNER_NUM": "5"}, (-1, 1)),  # both are needed (setBatchSizeIfNeeded)
+        ({"INNER_BASE": "9"}, (-1, 1)),
+        ({"INNER_NUM": "5", "INNER_BASE": "9"}, (9, 5)),
+        ({"INNER_NUM": "+32767", "INNER_BASE": "-1"}, (-1, 32767)),
+    ],
+)
+def test_batch_fields(props: dict[str, str] | None, expected: tuple[int, int]) -> None:
+    assert batch_fields(props) == expected
+
+
+@pytest.mark.parametrize(("num", "base"), [("32768", "0"), ("x", "0"), ("2", "1.5"), ("-", "0")])
+def test_an_inner_batch_java_cannot_parse_fails_the_record_in_5x_only(num: str, base: str) -> None:
+    data = _rec(properties={"INNER_NUM": num, "INNER_BASE": base}, sys_flag=flags.INNER_BATCH_FLAG)
+    assert check_message_and_return_size(data, 0, check_crc=False, rocketmq_version="5.3.3") == (-1, False, None)
+    size, ok, req = check_message_and_return_size(data, 0, check_crc=False, rocketmq_version="4.9.8")
+    assert (size, ok) == (len(data), True)
+    assert req is not None
+
+
+def test_an_inner_batch_record_parses_with_its_batch_fields() -> None:
+    data = _rec(properties={"INNER_NUM": "7", "INNER_BASE": "40"}, queue_offset=40,
+                sys_flag=flags.INNER_BATCH_FLAG | flags.NEED_UNWRAP_FLAG)
+    size, ok, req = check_message_and_return_size(data, 0, check_crc=True, rocketmq_version="5.3.3")
+    assert (size, ok) == (len(data), True)
+    assert req is not None
+    assert batch_fields(req.properties) == (40, 7)
+
+
+def test_the_length_check_comes_before_the_inner_batch_parse() -> None:
+    data = bytearray(_rec(properties={"INNER_NUM": "bad", "INNER_BASE": "0"}))
+    struct.pack_into(">i", data, 0, len(data) - 1)  # TOTALSIZE disagrees with the fields
+    assert check_message_and_return_size(bytes(data), 0, check_crc=False, rocketmq_version="5.3.3")[:2] == (
+        len(data) - 1, False)

@@ -272,6 +272,12 @@ def test_thousands_of_messages_in_batches_reopen_and_answer(tmp_path: Path) -> N
         _check_answers(store, expected)
     with _open(root, clock) as store:  # clean reopen: normal recovery
         _check_answers(store, expected)
+        # dispatch resumes after the last record a batch queue holds (not at its start, the
+        # queue's max physic offset): that record is not indexed twice
+        last = max(u[0] for us in expected.values() for u in us)
+        rec = store.look_message_by_offset(last)
+        assert rec is not None
+        assert store.query_message("B", rec.properties["UNIQ_KEY"]).phy_offsets == [last]
         assert store.commit_log.topic_queue_table["B-0"] == expected[("B", 0)][-1][2] + expected[("B", 0)][-1][3]
         more = _fill(store, clock, rng, 30)
         for key, units in more.items():

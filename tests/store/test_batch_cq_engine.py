@@ -423,3 +423,27 @@ def test_cleanup_and_topic_deletion_cover_batch_queues(tmp_path: Path) -> None:
         assert not Path(root, "batchconsumequeue", "B").exists()
         assert store.get_max_offset_in_queue("B", 0) == 0
         assert "B-0" not in store.commit_log.topic_queue_table
+
+
+@pytest.mark.parametrize("flush", ["ASYNC_FLUSH", "SYNC_FLUSH"])
+def test_threaded_store_puts_and_dispatches_batches(tmp_path: Path, flush: str) -> None:
+    root = str(tmp_path / "s")
+    with MessageStore.open(root, _cfg(root, flush_disk_type=flush), threaded=True) as store:
+        store.create_topic("B", queue_type="BatchCQ")
+        total = 0
+        for i in range(200):
+            k = i % 7 + 1
+            r = store.put_messages([Message("B", b"t%d" % j) for j in range(k)])
+            assert r.ok
+            assert r.append_result.logics_offset == total
+            total += k
+            assert store.put_message(Message("P", b"p")).ok
+        assert store.wait_dispatched(10)
+        assert store.get_max_offset_in_queue("B", 0) == total
+        assert store.get_max_offset_in_queue("P", 0) == 200
+        g = store.get_message("g", "B", 0, 0, 32)
+        with g:
+            assert g.status is GetMessageStatus.FOUND
+            assert g.message_count == sum(g.batch_sizes) <= 32
+    with _open(root) as store:
+        assert store.get_max_offset_in_queue("B", 0) == total

@@ -71,6 +71,7 @@ def test_a_batch_is_one_inner_batch_record_and_its_unit_bytes(tmp_path: Path) ->
         assert r1.append_result.logics_offset == 0
         clock.advance(5)
         r2 = store.put_messages([Message("B", b"x" * 10), Message("B", b"y")])
+        assert r1.append_result.msg_num == 3
         assert r2.ok
         assert r2.append_result.logics_offset == 3
         assert store.commit_log.topic_queue_table["B-0"] == 5

@@ -16,6 +16,7 @@ from rmqlab.codec.batch import MessageBatch, decode_messages
 from rmqlab.codec.batch_consume_queue_unit import pack_unit
 from rmqlab.codec.flags import INNER_BATCH_FLAG, NEED_UNWRAP_FLAG
 from rmqlab.codec.java_hash import java_hash
+from rmqlab.codec.message import encode_message
 from rmqlab.codec.properties import java_hashmap_order
 from rmqlab.config import MessageStoreConfig
 from rmqlab.errors import NotAStore
@@ -95,6 +96,8 @@ def test_a_batch_is_one_inner_batch_record_and_its_unit_bytes(tmp_path: Path) ->
         assert [bytes(e.body) for e in inner] == [m.body for m in msgs]
         assert [e.properties["TAGS"] for e in inner] == ["ta"] * 3
         assert [e.properties["KEYS"] for e in inner] == ["k0", "k1", "k2"]
+        draws = iter([*(e.properties["UNIQ_KEY"] for e in inner), rec1.properties["UNIQ_KEY"]])
+        assert bytes(rec1.body) == MessageBatch.from_messages(msgs, draws.__next__).body  # a 5.x producer's bytes
         # 5.x properties string: one HashMap(128) that took the batch's own pairs, CLUSTER,
         # INNER_NUM, INNER_BASE, serialised in its iteration order, trailing 0x02
         raw = store.commit_log.get_message(r1.wrote_offset, r1.wrote_bytes)
@@ -103,6 +106,14 @@ def test_a_batch_is_one_inner_batch_record_and_its_unit_bytes(tmp_path: Path) ->
             assert bytes(raw.buffer).endswith(b"\x02")
         wire = java_hashmap_order(["WAIT", "UNIQ_KEY"])
         assert list(rec1.properties) == java_hashmap_order([*wire, "CLUSTER", "INNER_NUM", "INNER_BASE"], 128)
+        # the whole record, encoded independently from the spec's layout (§2.1) with those fields
+        expected = encode_message(
+            topic="B", body=bytes(rec1.body), queue_id=0, flag=0, queue_offset=0, commit_log_offset=r1.wrote_offset,
+            sys_flag=INNER_BATCH_FLAG | NEED_UNWRAP_FLAG, born_timestamp=rec1.born_timestamp,
+            born_host=("127.0.0.1", 0), store_timestamp=rec1.store_timestamp, store_host=rec1.store_host,
+            properties={k: rec1.properties[k] for k in rec1.properties})
+        with store.commit_log.get_message(r1.wrote_offset, r1.wrote_bytes) as raw2:
+            assert bytes(raw2.buffer) == expected
         # the unit, byte for byte (spec §3.8): compacted offset -1, reserved 0
         qfile = Path(root, "batchconsumequeue", "B", "0", "00000000000000000000").read_bytes()
         assert qfile[:46] == pack_unit(r1.wrote_offset, r1.wrote_bytes, 0, rec1.store_timestamp, 0, 3)

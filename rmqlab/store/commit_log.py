@@ -891,9 +891,14 @@ class CommitLog:
             return [enc], {key: q + num}
 
         try:
-            return self._put([], prepare=prepare)
+            result = self._put([], prepare=prepare)
         except DiskFull as e:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason=str(e))
+        ar = result.append_result
+        if ar is None or num == 1:
+            return result
+        # 5.x doAppend: the AppendMessageResult's msgNum is the record's messageNum (INNER_NUM)
+        return dataclasses.replace(result, append_result=dataclasses.replace(ar, msg_num=num))
 
     def new_uniq_key(self, now: int) -> str:
         """The next UNIQ_KEY at ``now`` (MessageClientIDSetter: time prefix + 16-bit counter)."""

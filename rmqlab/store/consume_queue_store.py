@@ -285,6 +285,18 @@ class ConsumeQueueStore:
         plain = max((cq.max_physic_offset for _, _, cq in self.all_queues()), default=-1)
         return max((bcq.get_max_physic_offset() for _, _, bcq in self.all_batch_queues()), default=plain)
 
+    def get_dispatched_end(self) -> int:
+        """Where the queues' records end in the CommitLog (-1 if none): a plain queue's
+        ``max_physic_offset`` (its last record's end) or a BatchConsumeQueue's last record's end
+        (its ``getMaxPhysicOffset`` is that record's start). Where dispatch resumes at start: a
+        record at a BatchConsumeQueue's max physic offset is in it already (and in the index)."""
+        end = max((cq.max_physic_offset for _, _, cq in self.all_queues()), default=-1)
+        for _, _, bcq in self.all_batch_queues():
+            last = bcq.get_latest_unit()
+            if last is not None:
+                end = max(end, last[0] + last[1])
+        return end
+
     def recover_topic_queue_table(self, min_phy: int) -> dict[str, int]:
         """``"<topic>-<queueId>" -> max offset in queue`` for every queue, then
         ``correct_min_offset(min_phy)`` on each (``recoverTopicQueueTable``, spec §6.5).

@@ -490,7 +490,7 @@ class MessageStore:
 
     def start(self) -> None:
         """Dispatch everything recovery left behind, then start the services and mark ``abort``."""
-        cq_max = self.consume_queue_store.get_max_phy_offset_in_consume_queue()
+        cq_max = self.consume_queue_store.get_dispatched_end()
         reput_from = cq_max
         min_offset = self.commit_log.get_min_offset()
         if reput_from < min_offset:

@@ -16,6 +16,7 @@ from rmqlab.codec.batch import MessageBatch, decode_messages
 from rmqlab.codec.batch_consume_queue_unit import pack_unit
 from rmqlab.codec.flags import INNER_BATCH_FLAG, NEED_UNWRAP_FLAG
 from rmqlab.codec.java_hash import java_hash
+from rmqlab.codec.message import encode_message
 from rmqlab.codec.properties import java_hashmap_order
 from rmqlab.config import MessageStoreConfig
 from rmqlab.errors import NotAStore
@@ -71,6 +72,7 @@ def test_a_batch_is_one_inner_batch_record_and_its_unit_bytes(tmp_path: Path) ->
         assert r1.append_result.logics_offset == 0
         clock.advance(5)
         r2 = store.put_messages([Message("B", b"x" * 10), Message("B", b"y")])
+        assert r1.append_result.msg_num == 3
         assert r2.ok
         assert r2.append_result.logics_offset == 3
         assert store.commit_log.topic_queue_table["B-0"] == 5
@@ -94,6 +96,8 @@ def test_a_batch_is_one_inner_batch_record_and_its_unit_bytes(tmp_path: Path) ->
         assert [bytes(e.body) for e in inner] == [m.body for m in msgs]
         assert [e.properties["TAGS"] for e in inner] == ["ta"] * 3
         assert [e.properties["KEYS"] for e in inner] == ["k0", "k1", "k2"]
+        draws = iter([*(e.properties["UNIQ_KEY"] for e in inner), rec1.properties["UNIQ_KEY"]])
+        assert bytes(rec1.body) == MessageBatch.from_messages(msgs, draws.__next__).body  # a 5.x producer's bytes
         # 5.x properties string: one HashMap(128) that took the batch's own pairs, CLUSTER,
         # INNER_NUM, INNER_BASE, serialised in its iteration order, trailing 0x02
         raw = store.commit_log.get_message(r1.wrote_offset, r1.wrote_bytes)
@@ -102,6 +106,14 @@ def test_a_batch_is_one_inner_batch_record_and_its_unit_bytes(tmp_path: Path) ->
             assert bytes(raw.buffer).endswith(b"\x02")
         wire = java_hashmap_order(["WAIT", "UNIQ_KEY"])
         assert list(rec1.properties) == java_hashmap_order([*wire, "CLUSTER", "INNER_NUM", "INNER_BASE"], 128)
+        # the whole record, encoded independently from the spec's layout (§2.1) with those fields
+        expected = encode_message(
+            topic="B", body=bytes(rec1.body), queue_id=0, flag=0, queue_offset=0, commit_log_offset=r1.wrote_offset,
+            sys_flag=INNER_BATCH_FLAG | NEED_UNWRAP_FLAG, born_timestamp=rec1.born_timestamp,
+            born_host=("127.0.0.1", 0), store_timestamp=rec1.store_timestamp, store_host=rec1.store_host,
+            properties={k: rec1.properties[k] for k in rec1.properties})
+        with store.commit_log.get_message(r1.wrote_offset, r1.wrote_bytes) as raw2:
+            assert bytes(raw2.buffer) == expected
         # the unit, byte for byte (spec §3.8): compacted offset -1, reserved 0
         qfile = Path(root, "batchconsumequeue", "B", "0", "00000000000000000000").read_bytes()
         assert qfile[:46] == pack_unit(r1.wrote_offset, r1.wrote_bytes, 0, rec1.store_timestamp, 0, 3)
@@ -272,6 +284,12 @@ def test_thousands_of_messages_in_batches_reopen_and_answer(tmp_path: Path) -> N
         _check_answers(store, expected)
     with _open(root, clock) as store:  # clean reopen: normal recovery
         _check_answers(store, expected)
+        # dispatch resumes after the last record a batch queue holds (not at its start, the
+        # queue's max physic offset): that record is not indexed twice
+        last = max(u[0] for us in expected.values() for u in us)
+        rec = store.look_message_by_offset(last)
+        assert rec is not None
+        assert store.query_message("B", rec.properties["UNIQ_KEY"]).phy_offsets == [last]
         assert store.commit_log.topic_queue_table["B-0"] == expected[("B", 0)][-1][2] + expected[("B", 0)][-1][3]
         more = _fill(store, clock, rng, 30)
         for key, units in more.items():
@@ -417,3 +435,27 @@ def test_cleanup_and_topic_deletion_cover_batch_queues(tmp_path: Path) -> None:
         assert not Path(root, "batchconsumequeue", "B").exists()
         assert store.get_max_offset_in_queue("B", 0) == 0
         assert "B-0" not in store.commit_log.topic_queue_table
+
+
+@pytest.mark.parametrize("flush", ["ASYNC_FLUSH", "SYNC_FLUSH"])
+def test_threaded_store_puts_and_dispatches_batches(tmp_path: Path, flush: str) -> None:
+    root = str(tmp_path / "s")
+    with MessageStore.open(root, _cfg(root, flush_disk_type=flush), threaded=True) as store:
+        store.create_topic("B", queue_type="BatchCQ")
+        total = 0
+        for i in range(200):
+            k = i % 7 + 1
+            r = store.put_messages([Message("B", b"t%d" % j) for j in range(k)])
+            assert r.ok
+            assert r.append_result.logics_offset == total
+            total += k
+            assert store.put_message(Message("P", b"p")).ok
+        assert store.wait_dispatched(10)
+        assert store.get_max_offset_in_queue("B", 0) == total
+        assert store.get_max_offset_in_queue("P", 0) == 200
+        g = store.get_message("g", "B", 0, 0, 32)
+        with g:
+            assert g.status is GetMessageStatus.FOUND
+            assert g.message_count == sum(g.batch_sizes) <= 32
+    with _open(root) as store:
+        assert store.get_max_offset_in_queue("B", 0) == total

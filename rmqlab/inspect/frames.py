@@ -500,15 +500,11 @@ def checkpoint_frame(snap: StoreSnapshot) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------------------------- topics
-def topics_frame(snap: StoreSnapshot) -> pd.DataFrame:
-    """Per topic/queue: the CQ's offsets, units and bytes, the CommitLog's count and bytes, and
-    ``lag``: records in the log (not PREPARED/ROLLBACK) at or past the CQ's max offset.
-
-    ``min_offset``/``max_offset`` are the CQ's (like ``get_min/max_offset_in_queue``, 0/0 when
-    there is no CQ); ``min_queue_offset``/``max_queue_offset`` the records' own (-1 when none).
-    A 5.x BatchConsumeQueue counts one unit per record and its offsets by message (its last
-    unit's ``queue_offset + batch_size``); an inner-batch record's queue offset is its first message's.
-    """
+def queue_figures(snap: StoreSnapshot) -> dict[tuple[str, int], tuple[int, int, int, int, int]]:
+    """Per topic/queue with consume-queue files: ``(min_offset, max_offset, cq_units, cq_bytes,
+    cq_max_phy_offset)`` as :func:`topics_frame` reports them (pre-blank units not counted; a
+    BatchConsumeQueue by message, one unit per record; a queue with plain files too keeps the
+    plain figures). ``cq_max_phy_offset`` is -1 for a queue without units."""
     cq: dict[tuple[str, int], tuple[int, int, int, int, int]] = {}
     for key, q in snap.consume_queues.items():
         base, units = q.units()
@@ -527,6 +523,19 @@ def topics_frame(snap: StoreSnapshot) -> pd.DataFrame:
                        int(last["commit_log_offset"]) + int(last["size"]))
         else:
             cq[key] = (0, 0, 0, 0, -1)
+    return cq
+
+
+def topics_frame(snap: StoreSnapshot) -> pd.DataFrame:
+    """Per topic/queue: the CQ's offsets, units and bytes, the CommitLog's count and bytes, and
+    ``lag``: records in the log (not PREPARED/ROLLBACK) at or past the CQ's max offset.
+
+    ``min_offset``/``max_offset`` are the CQ's (like ``get_min/max_offset_in_queue``, 0/0 when
+    there is no CQ); ``min_queue_offset``/``max_queue_offset`` the records' own (-1 when none).
+    A 5.x BatchConsumeQueue counts one unit per record and its offsets by message (its last
+    unit's ``queue_offset + batch_size``); an inner-batch record's queue offset is its first message's.
+    """
+    cq = queue_figures(snap)
     log: dict[tuple[str, int], list[int]] = {}
     for _mf, c in snap.scan(with_properties=False):
         if not c.n:

@@ -107,6 +107,14 @@ _BQUEUES_SCHEMA = StructType([
     StructField("store", StringType(), False), StructField("topic", StringType(), False),
     StructField("queue_id", IntegerType(), False), StructField("b_end", LongType(), False),
 ])
+#: per queue with consume-queue files, its figures as ``rmqlab inspect`` reports them
+#: (:func:`rmqlab.inspect.frames.queue_figures`: a batch queue by message, one unit per record)
+_FIGURES_SCHEMA = StructType([
+    StructField("store", StringType(), False), StructField("topic", StringType(), False),
+    StructField("queue_id", IntegerType(), False), StructField("cq_min_offset", LongType(), False),
+    StructField("cq_max_offset", LongType(), False), StructField("cq_units", LongType(), False),
+    StructField("cq_bytes", LongType(), False), StructField("cq_max_phy_offset", LongType(), False),
+])
 #: batch units that start at a queue offset an earlier unit of their queue starts at: verify looks
 #: a record up by its queue offset and finds the earlier one only
 _BDUP_SCHEMA = StructType([
@@ -145,7 +153,8 @@ class AuditInputs:
     every core; ``items``: rmq_index rows (:data:`ITEM_COLUMNS`); ``bunits``: rmq_batchconsumequeue
     rows (:data:`BATCH_UNIT_COLUMNS`) of the batch queues verify checks (``bqueues``: per queue
     ``b_end``, where its last batch ends; ``bdup``: units whose queue offset an earlier unit of
-    their queue starts at); ``files``: one row per non-empty CommitLog file (store, file,
+    their queue starts at); ``cq_figures``: per queue its consume queue's figures for
+    :func:`stats` (``_FIGURES_SCHEMA``); ``files``: one row per non-empty CommitLog file (store, file,
     base, hi, mapped_length, last); ``queues``: per queue its first queue offset and end
     (``q_base``, ``q_end``) as ``verify`` sees them, and whether it has a ConsumeQueueExt dir
     (``has_ext``); ``stores``: per store the log's start/end, file size, whether every file name
@@ -167,6 +176,7 @@ class AuditInputs:
     bunits: DataFrame | None = None
     bqueues: DataFrame | None = None
     bdup: DataFrame | None = None
+    cq_figures: DataFrame | None = None
 
     def batch_frames(self) -> tuple[DataFrame, DataFrame, DataFrame]:
         """``(bunits, bqueues, bdup)``, empty tables where not loaded."""
@@ -196,6 +206,7 @@ class _StoreMeta:
     bqueues: list[tuple[Any, ...]]
     bdup: list[tuple[Any, ...]]
     n_bunits: int
+    figures: list[tuple[Any, ...]] = field(default_factory=list)
 
 
 def _store_meta(path: str) -> _StoreMeta:
@@ -205,6 +216,7 @@ def _store_meta(path: str) -> _StoreMeta:
     of a queue, numpy over the units the driver reads anyway for ``b_end`` and ``bdup``)."""
     from rmqlab.inspect import batch_checks as bc
     from rmqlab.inspect.checks import Finding, _check_layout, _Index, _index_chains, store_notes
+    from rmqlab.inspect.frames import queue_figures
     from rmqlab.inspect.snapshot import open_snapshot
 
     with open_snapshot(path) as snap:
@@ -248,7 +260,8 @@ def _store_meta(path: str) -> _StoreMeta:
                  int(not (snap.rocksdb_consume_queue and not snap.consume_queues)), size, aligned)
         driver = [(f.severity, f.kind, snap.path, f.file, f.offset, f.message) for f in found]
         n_bunits = sum(len(q.base) for q in batches.values())
-    return _StoreMeta(files, queues, store, driver, n_units, bqueues, bdup, n_bunits)
+        figures = [(snap.path, topic, qid, *v) for (topic, qid), v in queue_figures(snap).items()]
+    return _StoreMeta(files, queues, store, driver, n_units, bqueues, bdup, n_bunits, figures)
 
 
 def _first_header_ok(buf: Any) -> bool:
@@ -290,7 +303,7 @@ def load_inputs(spark: SparkSession, stores: list[str], *, options: dict[str, st
     from pyspark import StorageLevel
 
     stores = [os.path.abspath(s) for s in stores]
-    files, queues, rows, driver, bqueues, bdup = [], [], [], [], [], []
+    files, queues, rows, driver, bqueues, bdup, figures = [], [], [], [], [], [], []
     n_units = n_bunits = 0
     for s in stores:
         m = _store_meta(s)
@@ -301,6 +314,7 @@ def load_inputs(spark: SparkSession, stores: list[str], *, options: dict[str, st
         n_units += m.n_units
         bqueues += m.bqueues
         bdup += m.bdup
+        figures += m.figures
         n_bunits += m.n_bunits
     cores = max(1, int(spark.sparkContext.defaultParallelism))
 
@@ -342,6 +356,7 @@ def load_inputs(spark: SparkSession, stores: list[str], *, options: dict[str, st
         _local(spark, rows, _STORES_SCHEMA), _local(spark, driver, schemas.finding_schema()),
         misaligned=[r[0] for r in rows if not r[-1]], log_bytes=log_bytes, store_rows=rows,
         bunits=bunits, bqueues=bq, bdup=_local(spark, bdup, _BDUP_SCHEMA),
+        cq_figures=_local(spark, figures, _FIGURES_SCHEMA),
     )
 
 
@@ -1069,7 +1084,10 @@ def stats(spark: SparkSession, stores: list[str], inputs: AuditInputs | None = N
 
     * ``by_hour``: per topic, queue and hour of store time: messages, bytes, size p50/p90/p99;
     * ``topics``: per topic and queue: messages, bytes, queue offsets, size percentiles, distinct
-      tags and keys (approximate), and the ConsumeQueue's end and ``lag`` (records at or past it);
+      tags and keys (approximate), the consume queue's figures as ``rmqlab inspect`` reports them
+      (``cq_min_offset``, ``cq_max_offset``, ``cq_units``, ``cq_bytes``, ``cq_max_phy_offset``;
+      a 5.x BatchConsumeQueue's offsets by message, one unit per record; null without consume-queue
+      files) and ``lag`` (records at or past the queue's end, 0 when there is none);
     * ``tags``: messages per topic and tag;
     * ``keys``: per topic: key occurrences, distinct keys, most messages under one key;
     * ``index_files``: per index file: items, used slots, load (items / slots), mean and max chain;
@@ -1081,6 +1099,9 @@ def stats(spark: SparkSession, stores: list[str], inputs: AuditInputs | None = N
         records = load_inputs(spark, stores, with_stats=True, shuffle_partitions=0).records
     msgs = records.where(F.col("record_type") == "message")
     size = F.col("size")
+    figures = inp.cq_figures
+    if figures is None:  # inputs built by hand
+        figures = _local(spark, [r for s in stores for r in _store_meta(os.path.abspath(s)).figures], _FIGURES_SCHEMA)
 
     def pct(p: float) -> Column:
         return F.percentile_approx(size, p, 1000)
@@ -1090,9 +1111,9 @@ def stats(spark: SparkSession, stores: list[str], inputs: AuditInputs | None = N
                .agg(F.count(F.lit(1)).alias("messages"), F.sum(size).alias("bytes"), pct(0.5).alias("size_p50"),
                     pct(0.9).alias("size_p90"), pct(0.99).alias("size_p99"))
                .orderBy("store", "topic", "queue_id", "hour"))
-    lag = msgs.where(_expects_unit()).join(inp.queues, ["store", "topic", "queue_id"], "left").groupBy(
-        "store", "topic", "queue_id").agg(
-        F.sum(F.when(F.col("queue_offset") >= F.coalesce(F.col("q_end"), F.lit(0)), 1).otherwise(0)).alias("lag"))
+    lag = msgs.where(_expects_unit()).join(figures, ["store", "topic", "queue_id"], "left").groupBy(
+        "store", "topic", "queue_id").agg(F.sum(F.when(
+            F.col("queue_offset") >= F.coalesce(F.col("cq_max_offset"), F.lit(0)), 1).otherwise(0)).alias("lag"))
     topics = (msgs.groupBy("store", "topic", "queue_id").agg(
         F.count(F.lit(1)).alias("messages"), F.sum(size).alias("bytes"),
         F.min("queue_offset").alias("min_queue_offset"), F.max("queue_offset").alias("max_queue_offset"),
@@ -1100,8 +1121,7 @@ def stats(spark: SparkSession, stores: list[str], inputs: AuditInputs | None = N
         F.approx_count_distinct("tags").alias("distinct_tags"),
         F.sum(F.size("keys")).alias("key_occurrences"),
         F.min("store_timestamp").alias("first_store_timestamp"), F.max("store_timestamp").alias("last_store_timestamp"))
-        .join(inp.queues.select("store", "topic", "queue_id", F.col("q_end").alias("cq_max_offset")),
-              ["store", "topic", "queue_id"], "full")
+        .join(figures, ["store", "topic", "queue_id"], "full")
         .join(lag, ["store", "topic", "queue_id"], "left")
         .fillna({"messages": 0, "bytes": 0, "lag": 0, "key_occurrences": 0})
         .orderBy("store", "topic", "queue_id"))

@@ -173,3 +173,41 @@ def test_inner_num_column_is_what_verify_reads(batch_stores: dict[str, Path]) ->
                 want.append(value)
         assert [r["inner_num"] for r in rows] == want
         assert sum(v is not None for v in want) == (5 if name == "bcq" else 4)
+
+
+_FIGURES = {"cq_min_offset": "min_offset", "cq_max_offset": "max_offset", "cq_units": "cq_units",
+            "cq_bytes": "cq_bytes", "cq_max_phy_offset": "cq_max_phy_offset", "messages": "messages",
+            "bytes": "bytes", "min_queue_offset": "min_queue_offset", "max_queue_offset": "max_queue_offset",
+            "lag": "lag"}
+#: what ``topics_frame`` reports for a queue without consume-queue files (stats: null) or records
+_NO_CQ = {"cq_min_offset": 0, "cq_max_offset": 0, "cq_units": 0, "cq_bytes": 0, "cq_max_phy_offset": -1,
+          "min_queue_offset": -1, "max_queue_offset": -1}
+
+
+def test_stats_topics_equal_inspect_on_batch_stores(spark: Any, batch_stores: dict[str, Path],
+                                                    stores: dict[str, Path]) -> None:
+    """``stats()``'s per-queue figures are ``rmqlab inspect``'s (``snap.topics()``): a batch
+    queue's offsets by message, one unit per record, its end and lag; plain queues (a plain store,
+    and a queue with plain files too) keep theirs."""
+    from rmqlab.inspect import open_snapshot
+    from rmqlab.spark.jobs import stats
+
+    paths = [*store_paths(batch_stores), *store_paths(stores, "crash-tail")]
+    got: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for r in stats(spark, paths)["topics"].collect():
+        d = r.asDict()
+        got[(d["store"], d["topic"], d["queue_id"])] = {
+            k: _NO_CQ[k] if d[k] is None and k in _NO_CQ else d[k] for k in _FIGURES}
+    want: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for p in paths:
+        with open_snapshot(p) as snap:
+            for row in snap.topics().to_dict("records"):
+                want[(snap.path, row["topic"], int(row["queue_id"]))] = {k: int(row[v]) for k, v in _FIGURES.items()}
+    assert got == want
+    # the batch queue shows its end and lag (it used to show none)
+    clean = got[(os.path.abspath(batch_stores["bcq"]), "Batched", 0)]
+    assert clean["cq_max_offset"] > 0
+    assert clean["cq_units"] > 0
+    assert clean["lag"] == 0
+    assert got[(os.path.abspath(batch_stores["bcq-torn-tail"]), "Batched", 0)]["lag"] > 0
+    assert got[(os.path.abspath(batch_stores["bcq-empty-queue"]), "Batched", 0)]["lag"] > 0

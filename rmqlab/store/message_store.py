@@ -832,6 +832,8 @@ class MessageStore:
         if (msg.sys_flag & _INNER_BATCH or (msg.properties and _INNER_NUM in msg.properties)) \
                 and not self.config.is_v4:
             return self._put_inner_message(msg, started)
+        if (batch_topics := self.topic_config_manager.batch_cq_topics) and msg.topic in batch_topics:
+            return self._refuse_plain_to_batch_topic(msg.topic, 1, started)
         result = self.commit_log.put_message(msg)
         if result.status is _PUT_OK:
             if self._asleep:
@@ -902,8 +904,23 @@ class MessageStore:
             except BAD_FIELD_ERRORS:
                 return refuse_bad_fields(msgs)  # type: ignore[arg-type]
         if not batch.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX):  # type: ignore[union-attr]
-            return None
+            return self._refuse_plain_to_batch_topic(topic, len(msgs), _perf_ns())
         return batch  # type: ignore[return-value]
+
+    def _refuse_plain_to_batch_topic(self, topic: str, n: int, started: int) -> PutMessageResult:
+        """A message that is not an inner batch, for a BatchCQ topic: refused (MESSAGE_ILLEGAL).
+
+        A 5.3.3 broker stores such a record and moves the queue offset, but its record carries no
+        INNER_NUM/INNER_BASE, so ``BatchConsumeQueue`` skips it (``[NOTIFYME]unexpected dispatch
+        request``, msgBaseOffset -1): acknowledged, yet no consumer can ever read it, and the queue
+        has a hole. rmqlab refuses instead and says why. A store a broker wrote with such records
+        still opens and is read as the broker reads it (``verify``: ``not_in_consume_queue``)."""
+        self.stats.record_put(False, 0, n, started)
+        return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason=(
+            f"topic {topic} has queue.type=BatchCQ: a message that is not an inner batch (a single put, or a "
+            "batch without its own UNIQ_KEY as a 4.x producer sends it) would be stored by RocketMQ 5.3.3 with "
+            "a queue offset but skipped by its BatchConsumeQueue, so no consumer could read it; send it with "
+            "put_messages (a list, or a 5.x MessageBatch), which stores one inner-batch record"))
 
     def _put_inner_message(self, msg: Message, started: int) -> PutMessageResult:
         """5.x ``DefaultMessageStore.asyncPutMessage``'s checks of a single message: INNER_NUM without

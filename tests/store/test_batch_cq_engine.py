@@ -133,13 +133,15 @@ def test_a_message_batch_from_a_5x_producer_and_one_from_a_4x_producer(tmp_path:
         r = store.put_messages(b5)
         assert r.ok
         assert store.commit_log.topic_queue_table["B-0"] == 2
-        # a 4.x producer's batch has no UNIQ_KEY of its own: the broker stores separate records,
-        # which carry no INNER_BASE, so the BatchConsumeQueue skips them (5.3.3: msgBaseOffset -1)
+        # a 4.x producer's batch has no UNIQ_KEY of its own: a 5.3.3 broker stores separate records,
+        # which carry no INNER_BASE, so its BatchConsumeQueue skips them (msgBaseOffset -1) and no
+        # consumer can read them: rmqlab refuses the batch and says so
         b4 = MessageBatch.from_messages([Message("B", b"c"), Message("B", b"d")], lambda: f"V{next(n):030d}",
                                         client_version="4.9.8")
         r = store.put_messages(b4)
-        assert r.ok
-        assert store.commit_log.topic_queue_table["B-0"] == 4
+        assert r.status is PutMessageStatus.MESSAGE_ILLEGAL
+        assert "skipped by its BatchConsumeQueue" in r.reason
+        assert store.commit_log.topic_queue_table["B-0"] == 2
         store.step()
         assert [(b, k) for _o, _s, b, k in _units(store, "B", 0)] == [(0, 2)]
         assert store.get_max_offset_in_queue("B", 0) == 2
@@ -164,18 +166,21 @@ def test_java_refusals_and_single_puts(tmp_path: Path) -> None:
         r = store.put_message(Message("B", b"x", tags="red", sys_flag=INNER_BATCH_FLAG, properties={"INNER_NUM": "4"}))
         assert r.ok
         assert r.append_result.logics_offset == 0
-        # a plain single message to a BatchCQ topic: a normal record with the next queue offset
-        # (offset moves by 1); 5.3.3 dispatches it with msgBaseOffset -1, so it gets NO unit
+        # a plain single message to a BatchCQ topic: 5.3.3 stores it with the next queue offset but
+        # dispatches it with msgBaseOffset -1, so it gets NO unit and is never consumed: refused
         r = store.put_message(Message("B", b"single"))
+        assert r.status is PutMessageStatus.MESSAGE_ILLEGAL
+        assert "queue.type=BatchCQ" in r.reason
+        assert store.commit_log.topic_queue_table["B-0"] == 4
+        r = store.put_messages([Message("B", b"single")])  # a batch of one: an inner batch
         assert r.ok
         assert r.append_result.logics_offset == 4
-        assert store.commit_log.topic_queue_table["B-0"] == 5
         r = store.put_messages([Message("B", b"p"), Message("B", b"q")])
         assert r.ok
         assert r.append_result.logics_offset == 5
         store.step()
         units = _units(store, "B", 0)
-        assert [(b, k) for _o, _s, b, k in units] == [(0, 4), (5, 2)]
+        assert [(b, k) for _o, _s, b, k in units] == [(0, 4), (4, 1), (5, 2)]
         rec = store.look_message_by_offset(units[0][0])
         assert rec is not None
         assert rec.properties["INNER_BASE"] == "0"
@@ -188,7 +193,7 @@ def test_java_refusals_and_single_puts(tmp_path: Path) -> None:
             assert g.status is GetMessageStatus.FOUND
             assert g.batch_sizes == [4]
             assert g.message_count == 4
-            assert g.filtered_count == 1
+            assert g.filtered_count == 2  # the batch of one and the batch of two
             assert g.next_begin_offset == 7
         g = store.get_message("g", "B", 0, 0, 32, _TagFilter("blue"))
         assert g.status is GetMessageStatus.NO_MATCHED_MESSAGE

@@ -209,6 +209,17 @@ class _StoreMeta:
     figures: list[tuple[Any, ...]] = field(default_factory=list)
 
 
+#: Java's Long.MAX_VALUE: the most a LongType column holds
+LONG_MAX = (1 << 63) - 1
+
+
+def _long(v: int) -> int:
+    """``v`` for a LongType column: at most :data:`LONG_MAX`. A file named near Long.MAX_VALUE
+    ends past it (its name + the file size); no record or unit offset (a long) reaches that end,
+    so comparing offsets with ``LONG_MAX`` instead finds what verify finds with the exact end."""
+    return min(v, LONG_MAX)
+
+
 def _store_meta(path: str) -> _StoreMeta:
     """Per-file and per-queue facts of one store, and the findings the driver computes with
     ``verify``'s own functions: layout, store notes, queues whose offsets decrease, index chains,
@@ -225,7 +236,7 @@ def _store_meta(path: str) -> _StoreMeta:
         # verify's "last file with data": only the first record header of each file matters
         last_data = max((i for i, mf in enumerate(log) if _first_header_ok(mf.buffer)), default=-1)
         files = [(snap.path, os.path.relpath(mf.file_name, snap.path), mf.file_from_offset,
-                  mf.file_from_offset + size, mf.mapped_length, int(n >= last_data)) for n, mf in enumerate(log)]
+                  _long(mf.file_from_offset + size), mf.mapped_length, int(n >= last_data)) for n, mf in enumerate(log)]
         queues = []
         n_units = 0
         found: list[Finding] = [*_check_layout(snap), *store_notes(snap)]
@@ -251,14 +262,16 @@ def _store_meta(path: str) -> _StoreMeta:
             order = np.argsort(q.base, kind="stable")  # (as log_to_bcq looks units up)
             later = order[1:][q.base[order][1:] == q.base[order][:-1]]
             bdup += [(snap.path, topic, qid, int(i)) for i in np.sort(later).tolist()]
-        end = log[-1].file_from_offset + size if log else 0
+        end = _long(log[-1].file_from_offset + size) if log else 0
         cp = snap.checkpoint_values()
         aligned = int(size > 0 and all(mf.file_from_offset % size == 0 for mf in log))
         store = (snap.path, snap.min_offset, end, int(bool(log)), int(cp is not None),
                  cp.physic_msg_timestamp if cp else None, cp.logics_msg_timestamp if cp else None,
                  cp.index_msg_timestamp if cp else None,
                  int(not (snap.rocksdb_consume_queue and not snap.consume_queues)), size, aligned)
-        driver = [(f.severity, f.kind, snap.path, f.file, f.offset, f.message) for f in found]
+        # (a short last file named near Long.MAX_VALUE: verify's offset, its name + its length, can
+        # be past a long: the finding keeps LONG_MAX there)
+        driver = [(f.severity, f.kind, snap.path, f.file, _long(f.offset), f.message) for f in found]
         n_bunits = sum(len(q.base) for q in batches.values())
         figures = [(snap.path, topic, qid, *v) for (topic, qid), v in queue_figures(snap).items()]
     return _StoreMeta(files, queues, store, driver, n_units, bqueues, bdup, n_bunits, figures)

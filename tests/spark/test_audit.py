@@ -89,3 +89,27 @@ def test_stats(spark: Any, stores: dict[str, Any], tmp_path: Any, reference_mani
     assert sum(r["messages"] for r in frames["by_hour"].collect()) == 800
     files = doc["index_files"]
     assert all(f["max_chain_length"] >= 1 and f["items"] > 0 for f in files)
+
+
+def test_stray_file_named_near_long_max(spark: Any, stores: dict[str, Any], tmp_path: Any) -> None:
+    """A stray CommitLog file named near Long.MAX_VALUE ends past a long (its name + the file
+    size): the audit reports what verify reports (misaligned, a gap) instead of failing; a short
+    one's ``short_last_file`` sits past a long too, and keeps Long.MAX_VALUE as its offset."""
+    import shutil
+
+    from rmqlab.spark.jobs import LONG_MAX, audit
+
+    paths = []
+    for name, size in (("stray", 65536), ("stray-short", 1000)):
+        s = tmp_path / name
+        shutil.copytree(stores["clean-small"], s)
+        (s / "commitlog" / "09223372036854775000").write_bytes(bytes(size))
+        paths.append(str(s))
+    findings, _ = audit(spark, paths)
+    got = sorted(tuple(r) for r in findings.collect())
+    want = sorted(f if f[4] <= LONG_MAX else (*f[:4], LONG_MAX, f[5]) for p in paths for f in _verify(p))
+    assert got == want
+    kinds = sorted((f[2] == paths[1], f[1]) for f in want)
+    assert kinds == [(False, "file_gap"), (False, "file_name_misaligned"),
+                     (True, "file_gap"), (True, "file_name_misaligned"), (True, "short_last_file")]
+    assert [f[4] for f in _verify(paths[1]) if f[1] == "short_last_file"] == [9223372036854775000 + 1000]

@@ -1265,14 +1265,9 @@ class MessageStore:
         else:
             min_offset = cq.get_min_offset_in_queue()
             max_offset = cq.get_max_offset_in_queue()
-            if max_offset == 0:
-                status, next_begin = GetMessageStatus.NO_MESSAGE_IN_QUEUE, self._correct(offset, 0)
-            elif offset < min_offset:
-                status, next_begin = GetMessageStatus.OFFSET_TOO_SMALL, self._correct(offset, min_offset)
-            elif offset == max_offset:
-                status, next_begin = GetMessageStatus.OFFSET_OVERFLOW_ONE, self._correct(offset, offset)
-            elif offset > max_offset:
-                status, next_begin = GetMessageStatus.OFFSET_OVERFLOW_BADLY, self._correct(offset, max_offset)
+            outside = self._outside_queue(offset, min_offset, max_offset)
+            if outside is not None:
+                status, next_begin = outside
             else:
                 status, next_begin = self._scan(cq, offset, max_msg_nums, message_filter, max_offset_py, result)
         result.status = status
@@ -1281,6 +1276,19 @@ class MessageStore:
         result.max_offset = max_offset
         self.stats.record_get(len(result.messages))
         return result
+
+    def _outside_queue(self, offset: int, min_offset: int, max_offset: int) -> tuple[GetMessageStatus, int] | None:
+        """``getMessage``'s answer for an offset outside ``[min_offset, max_offset)`` (or an empty
+        queue): status and next begin offset; None when the offset is inside and must be read."""
+        if max_offset == 0:
+            return GetMessageStatus.NO_MESSAGE_IN_QUEUE, self._correct(offset, 0)
+        if offset < min_offset:
+            return GetMessageStatus.OFFSET_TOO_SMALL, self._correct(offset, min_offset)
+        if offset == max_offset:
+            return GetMessageStatus.OFFSET_OVERFLOW_ONE, self._correct(offset, offset)
+        if offset > max_offset:
+            return GetMessageStatus.OFFSET_OVERFLOW_BADLY, self._correct(offset, max_offset)
+        return None
 
     def _get_batch_message(self, bcq: Any, offset: int, max_msg_nums: int, message_filter: MessageFilter | None,
                            max_offset_py: int, result: GetMessageResult) -> GetMessageResult:
@@ -1294,14 +1302,9 @@ class MessageStore:
         min_offset = bcq.get_min_offset_in_queue()
         max_offset = bcq.get_max_offset_in_queue()
         next_begin = offset
-        if max_offset == 0:
-            status, next_begin = GetMessageStatus.NO_MESSAGE_IN_QUEUE, self._correct(offset, 0)
-        elif offset < min_offset:
-            status, next_begin = GetMessageStatus.OFFSET_TOO_SMALL, self._correct(offset, min_offset)
-        elif offset == max_offset:
-            status, next_begin = GetMessageStatus.OFFSET_OVERFLOW_ONE, self._correct(offset, offset)
-        elif offset > max_offset:
-            status, next_begin = GetMessageStatus.OFFSET_OVERFLOW_BADLY, self._correct(offset, max_offset)
+        outside = self._outside_queue(offset, min_offset, max_offset)
+        if outside is not None:
+            status, next_begin = outside
         else:
             max_filter = max(c.max_filter_message_size, max_msg_nums * _BCQ_UNIT)
             max_pull = _MAX_PULL_MSG_SIZE  # (maxTotalMsgSize defaults to it)

@@ -341,6 +341,7 @@ class ReputMessageService:
         self.lock = threading.Lock()
         self.arrived = Arrivals()  # waited on by consumers and producers: see rmqlab.wakeups
         self.direct_records = 0  # records small rounds sent the direct way (no DispatchRequest)
+        self.rounds = 0  # rounds finished: a producer waiting for dispatch tells a stuck reput by them
         self.nap = IdleNap()
 
     def interval_ms(self) -> float:
@@ -362,6 +363,7 @@ class ReputMessageService:
         """Dispatch everything available now; returns the number of records dispatched."""
         with self.lock:
             count = self._reput()
+        self.rounds += 1
         if count:
             self.arrived.notify_all()
             self.nap.round(True)

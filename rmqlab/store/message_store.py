@@ -978,8 +978,14 @@ class MessageStore:
         core, stays within a round of the writer). Waiting here hands it the GIL; the writer
         then runs on alone for half the bound. Bursts below the bound run at full speed, and a
         sustained stream runs at the rate of put and dispatch together, which it had anyway (the
-        backlog was dispatched later). If the reput does not move for 100 ms (it stopped at a
-        damaged record, or waits for a commit), the wait gives up until it moves again.
+        backlog was dispatched later).
+
+        If the reput is stuck (it stopped at a damaged record, or waits for a commit), the wait
+        gives up until it moves again: stuck is two finished rounds that did not move it, or
+        half a second without a move while no round runs. A round in progress is never stuck,
+        however long it takes: a first round that creates the consume queue and index files
+        took 30 ms here and over 100 ms on a busy CI machine, where an earlier 100 ms clock gave
+        up and let producers run ahead unbounded.
         """
         reput = self.reput
         bound = self._dispatch_bound
@@ -992,13 +998,17 @@ class MessageStore:
         self.runner.wakeup("reput")
         target = bound >> 1
         moved = time.monotonic()
+        rounds = reput.rounds
         arrived = reput.arrived
+        in_round = reput.lock.locked
         while reput.dispatch_behind_bytes() > target and self.started and not self.is_shutdown:
             arrived.wait(0.001)
             now_at = reput.reput_from_offset
             if now_at != at:
-                at, moved = now_at, time.monotonic()
-            elif time.monotonic() - moved > 0.1:
+                at, moved, rounds = now_at, time.monotonic(), reput.rounds
+            elif in_round():
+                moved = time.monotonic()
+            elif reput.rounds - rounds >= 2 or time.monotonic() - moved > 0.5:
                 self._stalled_at = at
                 log.debug("dispatch stalled at %d: producers go on without waiting for it", at)
                 return

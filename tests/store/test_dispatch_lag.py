@@ -7,6 +7,7 @@ the test thread, as a notebook cell does, and sample the lag after every put.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -76,15 +77,60 @@ def test_no_wait_without_a_bound_or_in_a_stepped_store(tmp_path: Path, bound: in
 
 
 def test_a_stalled_dispatch_does_not_hold_producers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A reput that does not move (here: made to do nothing) is waited for once, 100 ms, then
-    producers go on without waiting until it moves again."""
+    """A reput whose rounds do not move it (here: made to dispatch nothing) is waited for once,
+    two rounds, then producers go on without waiting until it moves again."""
     store = _open(tmp_path)
     try:
-        monkeypatch.setattr(store.reput, "run_once", lambda: 0)
+        monkeypatch.setattr(store.reput, "_reput", lambda: 0)
         for i in range(1_500):  # ~1.6 MB: six bounds
             assert store.put_message(_msg(i)).ok
         assert store.dispatch_waits == 1
         assert store.dispatch_behind_bytes() > BOUND
+    finally:
+        monkeypatch.undo()
+        store.shutdown()
+
+
+def test_a_reput_without_rounds_is_given_up_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reput that runs no round at all (here: its round replaced by one that neither takes the
+    lock nor counts) is waited for once, half a second, as a stuck one."""
+    store = _open(tmp_path)
+    try:
+        monkeypatch.setattr(store.reput, "run_once", lambda: 0)
+        for i in range(1_500):
+            assert store.put_message(_msg(i)).ok
+        assert store.dispatch_waits == 1
+        assert store.dispatch_behind_bytes() > BOUND
+    finally:
+        monkeypatch.undo()
+        store.shutdown()
+
+
+def test_a_slow_round_is_waited_for_not_given_up_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A round that takes long (here: the first one sleeps 0.8 s inside, as a first round that
+    creates queue and index files did on a busy CI machine) holds producers at the bound: an
+    earlier 100 ms clock took it for a stuck reput and let them run ahead without limit."""
+    store = _open(tmp_path)
+    real = store.reput._reput
+    slow = [True]
+
+    def first_round_slow() -> int:
+        if slow[0]:
+            slow[0] = False
+            time.sleep(0.8)
+        return real()
+
+    try:
+        monkeypatch.setattr(store.reput, "_reput", first_round_slow)
+        worst = record = 0
+        for i in range(1_500):  # ~1.6 MB: six bounds
+            r = store.put_message(_msg(i))
+            assert r.ok
+            record = max(record, r.wrote_bytes)
+            worst = max(worst, store.dispatch_behind_bytes())
+        assert not slow[0]
+        assert worst <= BOUND + 64 * record
+        assert store._stalled_at == -1
     finally:
         monkeypatch.undo()
         store.shutdown()

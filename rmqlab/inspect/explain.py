@@ -58,6 +58,7 @@ def explain_recovery(snap: StoreSnapshot, *, config: MessageStoreConfig | None =
     from rmqlab.store.recovery import (
         CommitLogFileView,
         index_end_past_log,
+        note_ext_min_correction,
         note_ext_recovery,
         note_units_past_log,
         plan_recovery,
@@ -95,6 +96,9 @@ def explain_recovery(snap: StoreSnapshot, *, config: MessageStoreConfig | None =
         note_ext_recovery(plan, cqs.ext_recovery_steps, ext_enabled=ext, ext_files_present=ext_files)
         if plan.truncate_consume_queues:  # what MessageStore._apply_recovery adds
             note_units_past_log(plan, cqs.units_past_log(plan.process_offset))
+        if views and plan.mode != "empty":  # then recoverTopicQueueTable, with the log's min offset
+            cqs.recover_topic_queue_table(views[0].file_from_offset)
+            note_ext_min_correction(plan, cqs.ext_min_steps)
     finally:
         cqs.shutdown()
     if not snap.index_error:

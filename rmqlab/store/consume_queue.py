@@ -666,24 +666,25 @@ class ConsumeQueue:
 
     # --- min offset ----------------------------------------------------------------------------
 
-    def correct_min_offset(self, min_phy: int) -> None:
+    def correct_min_offset(self, min_phy: int) -> list[RecoveryStep]:
         """Move ``min_logic_offset`` to the first unit pointing at or past ``min_phy`` (spec §3.4).
 
         ``min_phy`` is the CommitLog's min offset. 4.9.8 scans the first file linearly; 5.3.3
         has early exits and a binary search (and can point past the end when every unit expired).
+        The ext run's files wholly before that unit's ext address are deleted; returns a step
+        for each, for the recovery plan (a read-only queue drops them from its list only).
         """
         if self.is_v4:
-            self._correct_min_offset_v4(min_phy)
-        else:
-            self._correct_min_offset_v5(min_phy)
+            return self._correct_min_offset_v4(min_phy)
+        return self._correct_min_offset_v5(min_phy)
 
-    def _correct_min_offset_v4(self, min_phy: int) -> None:
+    def _correct_min_offset_v4(self, min_phy: int) -> list[RecoveryStep]:
         mf = self.mapped_file_queue.get_first_mapped_file()
         if mf is None:
-            return
+            return []
         sbr = mf.select_mapped_buffer(0)
         if sbr is None:
-            return
+            return []
         min_ext_addr = 1
         with sbr:
             first = _first_at_or_above(sbr.buffer, min_phy)
@@ -691,21 +692,22 @@ class ConsumeQueue:
                 min_ext_addr = unpack_unit(sbr.buffer, first * _UNIT)[2]
         if first >= 0:
             self.min_logic_offset = mf.file_from_offset + first * _UNIT
-        self._truncate_ext_by_min(min_ext_addr)
+        return self._truncate_ext_by_min(min_ext_addr)
 
-    def _truncate_ext_by_min(self, min_ext_addr: int) -> None:
+    def _truncate_ext_by_min(self, min_ext_addr: int) -> list[RecoveryStep]:
         """Delete the ext files wholly before the new first unit's address (a plain tags code, or
         1 when no unit was found: nothing)."""
-        if self.consume_queue_ext is not None and not self.read_only:
-            self.consume_queue_ext.truncate_by_min_address(min_ext_addr)
+        if self.consume_queue_ext is None:
+            return []
+        return self.consume_queue_ext.truncate_by_min_address(min_ext_addr)
 
-    def _correct_min_offset_v5(self, min_phy: int) -> None:
+    def _correct_min_offset_v5(self, min_phy: int) -> list[RecoveryStep]:
         mfq = self.mapped_file_queue
         if self.min_logic_offset >= mfq.get_max_offset():
-            return  # "contains no valid entries"
+            return []  # "contains no valid entries"
         last = mfq.get_last_mapped_file()
         if last is None:
-            return
+            return []
         read_position = last.read_position
         if read_position >= _UNIT:
             record = last.select_mapped_buffer(read_position - _UNIT, _UNIT)
@@ -715,28 +717,28 @@ class ConsumeQueue:
                 if last_phy < min_phy:
                     # Every unit expired: point past the end, keeping the largest known offset.
                     self.min_logic_offset = last.file_from_offset + read_position
-                    return
+                    return []
         first = mfq.get_first_mapped_file()
         if first is None:
-            return
+            return []
         start = self.min_logic_offset - first.file_from_offset
         intact = start >= 0
         start = max(start, 0)
         if start > first.read_position:
-            return  # "[Bug][InconsistentState] file should have been deleted"
+            return []  # "[Bug][InconsistentState] file should have been deleted"
         sbr = first.select_mapped_buffer(start)
         if sbr is None:
-            return
+            return []
         with sbr:
             if sbr.size == 0:
-                return
+                return []
             buf = sbr.buffer
 
             def phy(pos: int) -> int:
                 return unpack_unit(buf, pos)[0]
 
             if intact and phy(0) >= min_phy:
-                return  # the previous min offset is still valid
+                return []  # the previous min offset is still valid
             low, high = 0, sbr.size - _UNIT
             while high - low > _UNIT:
                 mid = (low + high) // 2 // _UNIT * _UNIT
@@ -755,7 +757,7 @@ class ConsumeQueue:
                     min_ext_addr = unpack_unit(buf, i)[2]
                     break
         # 5.3.3 reaches its ext truncation only here: every early return above skips it
-        self._truncate_ext_by_min(min_ext_addr)
+        return self._truncate_ext_by_min(min_ext_addr)
 
     # --- by time -------------------------------------------------------------------------------
 

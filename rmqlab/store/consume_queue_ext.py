@@ -322,22 +322,28 @@ class ConsumeQueueExt:
                                f"{self.name}: starts after the unit at the last address") for f in dropped]
         return steps
 
-    def truncate_by_min_address(self, min_address: int) -> int:
+    def truncate_by_min_address(self, min_address: int) -> list[RecoveryStep]:
         """Delete every file that ends before ``min_address``'s offset (``fileFrom + fileSize <
-        real offset``, strictly); returns how many. Not an ext address: nothing happens."""
+        real offset``, strictly; dropped from the list only when read-only: inspection); returns
+        one step per file, for the recovery plan. Not an ext address: nothing happens."""
         if not is_ext_addr(min_address):
-            return 0
-        if self.read_only:
-            raise ReadOnlyStore(f"{self.name}: cannot delete files of a read-only consume queue ext")
+            return []
         real = undecorate(min_address)
-        doomed = []
-        for mf in self.mapped_file_queue.mapped_files:
-            if mf.file_from_offset + self.mapped_file_size < real and mf.destroy(1000):
-                doomed.append(mf)
-                if self.bus is not None and self.bus.active:
+        doomed = [mf for mf in self.mapped_file_queue.mapped_files
+                  if mf.file_from_offset + self.mapped_file_size < real]
+        if self.read_only:
+            for mf in doomed:
+                mf.close()
+        else:
+            doomed = [mf for mf in doomed if mf.destroy(1000)]
+            if self.bus is not None and self.bus.active:
+                for mf in doomed:
                     self.bus.publish(FileDeleted(self.name, mf.file_name, mf.file_from_offset, "ext_min_address"))
         self.mapped_file_queue.delete_files(doomed)
-        return len(doomed)
+        return [RecoveryStep(_PHASE, self._file_label(mf), mf.file_from_offset, "delete file",
+                             f"{self.name}: ends before offset {real:,}, the ext address of the consume queue's "
+                             "first unit at or past the CommitLog's min offset (correctMinOffset: "
+                             "truncateByMinAddress)") for mf in doomed]
 
     # --- flush / lifecycle -------------------------------------------------------------------
 

@@ -92,6 +92,7 @@ class ConsumeQueueStore:
         self._lock = threading.Lock()
         self.lmq_queue_count = 0  # queues of %LMQ% topics (DefaultMessageStore.lmqConsumeQueueNum)
         self.ext_recovery_steps: list[RecoveryStep] = []  # what the last recover() did to ext runs
+        self.ext_min_steps: list[RecoveryStep] = []  # ext files recover_topic_queue_table deleted
 
     def _new_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         return ConsumeQueue(
@@ -300,11 +301,14 @@ class ConsumeQueueStore:
     def recover_topic_queue_table(self, min_phy: int) -> dict[str, int]:
         """``"<topic>-<queueId>" -> max offset in queue`` for every queue, then
         ``correct_min_offset(min_phy)`` on each (``recoverTopicQueueTable``, spec §6.5).
-        ``min_phy`` is the CommitLog's min offset."""
+        ``min_phy`` is the CommitLog's min offset. The ext files that deletes are kept in
+        ``ext_min_steps`` (for the recovery plan)."""
         table: dict[str, int] = {}
+        steps: list[RecoveryStep] = []
         for topic, queue_id, cq in self.all_queues():
             table[f"{topic}-{queue_id}"] = cq.get_max_offset_in_queue()
-            cq.correct_min_offset(min_phy)
+            steps += cq.correct_min_offset(min_phy)
+        self.ext_min_steps = steps
         for topic, queue_id, bcq in self.all_batch_queues():  # 5.x batchTopicQueueTable
             table[f"{topic}-{queue_id}"] = bcq.get_max_offset_in_queue()
             bcq.correct_min_offset(min_phy)

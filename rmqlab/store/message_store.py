@@ -84,6 +84,7 @@ from rmqlab.store.recovery import (
     CommitLogFileView,
     RecoveryPlan,
     index_end_past_log,
+    note_ext_min_correction,
     note_ext_recovery,
     note_units_past_log,
     plan_recovery,
@@ -736,6 +737,10 @@ class MessageStore:
             for step in plan.steps:
                 self.bus.publish(step)
         self._recover_topic_queue_table()
+        note_ext_min_correction(plan, self.consume_queue_store.ext_min_steps)
+        if self.bus.active:
+            for step in self.consume_queue_store.ext_min_steps:
+                self.bus.publish(step)
         return plan
 
     def _apply_recovery(self, plan: RecoveryPlan) -> None:

@@ -26,7 +26,14 @@ from rmqlab.config import MessageStoreConfig
 from rmqlab.events import RecoveryStep
 from rmqlab.store.fast_walk import FastChecker
 
-__all__ = ["CommitLogFileView", "RecoveryPlan", "StartCandidate", "note_ext_recovery", "plan_recovery"]
+__all__ = [
+    "CommitLogFileView",
+    "RecoveryPlan",
+    "StartCandidate",
+    "note_ext_min_correction",
+    "note_ext_recovery",
+    "plan_recovery",
+]
 
 _INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")
@@ -217,6 +224,18 @@ def note_ext_recovery(plan: RecoveryPlan, steps: Sequence[RecoveryStep], *, ext_
             f"ConsumeQueueExt runs are not: RocketMQ {plan.rocketmq_version} returns from truncateDirtyLogicFiles "
             "before it reaches truncateByMaxAddress (apache/rocketmq#10755), so the ext units of the units cut "
             "stay, never referenced, and re-dispatched records get new ones after them")
+
+
+def note_ext_min_correction(plan: RecoveryPlan, steps: Sequence[RecoveryStep]) -> None:
+    """Add the ext files the queues' min offset correction deletes (``recoverTopicQueueTable``
+    -> ``correctMinOffset`` -> ``truncateByMinAddress``, the last thing loading does) to the end
+    of ``plan.steps``, with a note: files of a run older than the CommitLog's first file go."""
+    if not steps:
+        return
+    plan.steps.extend(steps)
+    plan.notes.append(
+        f"{len(steps)} ConsumeQueueExt file(s) end before the ext address of their queue's first unit at or past "
+        "the CommitLog's min offset: loading deletes them (correctMinOffset -> truncateByMinAddress)")
 
 
 def plan_recovery(

@@ -171,3 +171,45 @@ def test_explained_with_the_flag_off_the_ext_files_are_left_alone(tmp_path: Path
         assert store.recovery_plan.notes == off.notes
     finally:
         store.shutdown()
+
+
+@pytest.mark.parametrize("version", ["4.9.8", "5.3.3"])
+def test_ext_files_before_the_logs_first_file_are_deleted_at_load_and_explained(tmp_path: Path,
+                                                                              version: str) -> None:
+    """Loading ends with ``recoverTopicQueueTable``: each queue's min offset moves to its first
+    unit at or past the CommitLog's min offset, and the ext files wholly before that unit's ext
+    address are deleted. The plan names them (explained and done alike), at its end."""
+    root = tmp_path / "s"
+    # ~56 records a log file: the first two hold units 0..55 of each queue, all in its first
+    # consume queue file (64 units), past its first ext file (49 units)
+    changes = {"rocketmq_version": version, "mapped_file_size_commit_log": 10240}
+    _write(root, **changes)
+    logs = sorted(os.listdir(root / "commitlog"))
+    assert len(logs) >= 3
+    for name in logs[:2]:  # expired files gone, their queues not yet corrected (a crash in between)
+        (root / "commitlog" / name).unlink()
+    min_phy = int(logs[2])
+    before = {q: _ext_files(root, q) for q in (0, 1)}
+    digest = _digest(root)
+    with open_snapshot(root) as snap:
+        explained = snap.explain_recovery(config=_config(root, **changes))
+    assert _digest(root) == digest  # explaining wrote nothing
+    store = MessageStore.open(root, _config(root, **changes), clock=ManualClock(T0 + 10_000), threaded=False,
+                              start=False)
+    done = store.recovery_plan
+    try:
+        steps = [s for s in explained.steps if s.decision == "delete file" and "before offset" in s.reason]
+        assert steps, "the first file's records held units whose ext files end before the new min"
+        assert steps == [s for s in done.steps if s.decision == "delete file" and "before offset" in s.reason]
+        assert explained.steps[-len(steps):] == steps  # the last thing loading does
+        assert any("truncateByMinAddress" in n for n in explained.notes)
+        gone = {(f"consumequeue_ext/Orders/{q}/{f}") for q in (0, 1) for f in set(before[q]) - set(_ext_files(root, q))}
+        assert {s.file for s in steps} == gone
+        for q in (0, 1):  # the files left start at or before the new first unit's ext address
+            cq = store.consume_queue_store.find_consume_queue("Orders", q)
+            first = cq.get_unit(cq.get_min_offset_in_queue())
+            assert first is not None and first[0] >= min_phy
+            left = [int(f) for f in _ext_files(root, q)]
+            assert left[0] + EXT_FILE >= undecorate(first[2])
+    finally:
+        store.shutdown()

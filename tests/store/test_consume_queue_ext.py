@@ -132,8 +132,8 @@ def test_truncate_by_max_and_min_address(tmp_path: Path) -> None:
     ext.truncate_by_max_address(7)  # not an address
     assert ext.get_max_address() == decorate(undecorate(addresses[60]) + 20)
     # min: only files ending strictly before the address go
-    assert ext.truncate_by_min_address(decorate(1000)) == 0
-    assert ext.truncate_by_min_address(decorate(1001)) == 1
+    assert ext.truncate_by_min_address(decorate(1000)) == []
+    assert [s.offset for s in ext.truncate_by_min_address(decorate(1001))] == [0]
     assert ext.get_min_address() == decorate(1000)
     assert ext.get(addresses[49]) == CqExtUnit(49, 49)
     assert ext.get(addresses[48]) is None

@@ -208,7 +208,8 @@ def test_ext_files_before_the_logs_first_file_are_deleted_at_load_and_explained(
         for q in (0, 1):  # the files left start at or before the new first unit's ext address
             cq = store.consume_queue_store.find_consume_queue("Orders", q)
             first = cq.get_unit(cq.get_min_offset_in_queue())
-            assert first is not None and first[0] >= min_phy
+            assert first is not None
+            assert first[0] >= min_phy
             left = [int(f) for f in _ext_files(root, q)]
             assert left[0] + EXT_FILE >= undecorate(first[2])
     finally:

@@ -634,8 +634,9 @@ def _steps_table(steps: Sequence[Any]) -> str:
 def recovery_steps_html(plan: RecoveryPlan | None) -> str:
     """The plan's summary, its steps as a table and its notes. The steps on ConsumeQueueExt runs
     (phase ``consume_queue_ext``: each run's walk, then its cut after the last address its
-    recovered queue holds; offsets are ext offsets, not CommitLog ones) get a table of their own,
-    first, as consume queue recovery runs before the CommitLog walk."""
+    recovered queue holds; offsets are ext offsets, not CommitLog ones; and, last thing loading
+    does, the files before each queue's new first unit) get a table of their own, first, as
+    consume queue recovery runs before the CommitLog walk."""
     if plan is None:
         return "<i>no recovery plan</i>"
     ext = [s for s in plan.steps if s.phase == "consume_queue_ext"]
@@ -650,8 +651,10 @@ def recovery_steps_html(plan: RecoveryPlan | None) -> str:
     if ext:
         runs = sum(s.decision.startswith("positions set to") for s in ext)
         deleted = sum(s.decision == "delete file" for s in ext)
+        below = sum(s.decision == "delete file" and "truncateByMinAddress" in s.reason for s in ext)
         ext_html = (f"<div class='rmq-ext-steps'><b>ConsumeQueueExt runs</b> (recovered with their consume queues, "
                     f"before the CommitLog walk; ext offsets): {runs} run(s) walked, {deleted} file(s) deleted"
+                    + (f" ({below} at the end of loading: before their queue's new first unit)" if below else "")
                     + _steps_table(ext) + "</div>")
     return summary + ext_html + _steps_table(log) + (f"<ul>{notes}</ul>" if notes else "")
 

@@ -20,6 +20,7 @@ from rmqlab.inspect import open_snapshot
 from rmqlab.store.message import Message
 from rmqlab.store.message_store import MessageStore
 from rmqlab.testing.damage import zero_range
+from rmqlab.widgets.figures import recovery_steps_html
 
 EXT_FILE = 1000  # 49 units a file, then the end marker
 T0 = 1_700_000_000_000
@@ -203,6 +204,8 @@ def test_ext_files_before_the_logs_first_file_are_deleted_at_load_and_explained(
         assert steps == [s for s in done.steps if s.decision == "delete file" and "before offset" in s.reason]
         assert explained.steps[-len(steps):] == steps  # the last thing loading does
         assert any("truncateByMinAddress" in n for n in explained.notes)
+        assert f"({len(steps)} at the end of loading: before their queue's new first unit)" in \
+            recovery_steps_html(explained)
         gone = {(f"consumequeue_ext/Orders/{q}/{f}") for q in (0, 1) for f in set(before[q]) - set(_ext_files(root, q))}
         assert {s.file for s in steps} == gone
         for q in (0, 1):  # the files left start at or before the new first unit's ext address

@@ -16,7 +16,7 @@ from rmqlab.config import MessageStoreConfig
 from rmqlab.inspect.snapshot import open_snapshot
 from rmqlab.store.message import Message
 from rmqlab.store.message_store import MessageStore
-from rmqlab.widgets import CommitLogView, ConsumeQueueView, MappedFileView, figures
+from rmqlab.widgets import CommitLogView, ConsumeQueueView, MappedFileView, StoreDashboard, figures
 from rmqlab.widgets._source import Source
 from tests.widgets.conftest import clock_outside_delete_hours, put_many
 
@@ -165,6 +165,37 @@ def test_batch_queue_views_on_a_snapshot(bstore: MessageStore, tmp_path: Path) -
         assert "CommitLog offset" in cq.select_unit(0)
         for v in (files, cq):
             v.close()
+
+
+def test_dashboard_shows_batch_queues_and_puts_batches(bstore: MessageStore) -> None:
+    dash = StoreDashboard(bstore)
+    try:
+        assert "batchconsumequeue/B/0" in dash.views["files"].queue_picker.options
+        cq = dash.views["consume queue"]
+        assert "B/0 (BatchCQ)" in cq.picker.options
+        results = dash.put(4, topic="B", keys="bk-{i}")
+        assert len(results) == 1
+        assert results[0].ok
+        assert results[0].append_result.msg_num == 4
+        assert "put a batch of 4 message(s) to B/0 (BatchCQ: one record): ok" in dash.log.value
+        dash.step()
+        cq.picker.value = "B/0 (BatchCQ)"
+        dash.show("consume queue")
+        dash.throttle.flush()
+        assert not dash.throttle.errors
+        assert cq.rows[-1]["queue_offset"] == sum(BATCHES)
+        assert cq.rows[-1]["batch_size"] == 4
+        # plain topics still take one message per put
+        assert len(dash.put(3, topic="P")) == 3
+        dash.crash("process_kill")
+        new = dash.recover()
+        dash.throttle.flush()
+        assert not dash.throttle.errors
+        assert cq.batch
+        assert [r["batch_size"] for r in cq.rows] == [*BATCHES, 4]
+        new.shutdown()
+    finally:
+        dash.close()
 
 
 def test_a_4_9_8_store_shows_plain_queues_only(tmp_path: Path) -> None:

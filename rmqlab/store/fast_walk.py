@@ -13,8 +13,11 @@ so every result and every stop reason stays the one the slow walk gives:
   (``recovery._rmqlab_checks``) are bound to pass silently: V1 magic (V2 too on 5.x), lengths
   non-negative and adding up to TOTALSIZE inside the buffer, PHYSICALOFFSET equal to its
   position, properties not ending with a zero byte, CRC matching and non-zero, topic not
-  ``SCHEDULE_TOPIC_XXXX`` (whose DELAY property the parser must read). Anything else -- blank,
-  zeros, damage, the rare notes -- goes to the slow path.
+  ``SCHEDULE_TOPIC_XXXX`` (whose DELAY property the parser must read), and on 5.x an
+  ``INNER_NUM`` / ``INNER_BASE`` pair that Java parses (5.x ``setBatchSizeIfNeeded`` runs inside
+  ``checkMessageAndReturnSize``'s try, so an unparsable pair fails the record: :func:`_inner_batches`
+  finds the records naming INNER_NUM with one ``re`` scan and parses just those, exactly as the slow
+  path does). Anything else -- blank, zeros, damage, the rare notes -- goes to the slow path.
 * :func:`gather_dispatch_fields` gives re-dispatch what it needs to decide, without parsing
   properties, that a record is already in its consume queue and index.
 """
@@ -22,6 +25,7 @@ so every result and every stop reason stays the one the slow walk gives:
 from __future__ import annotations
 
 import itertools
+import re
 import struct
 from typing import Any
 
@@ -32,10 +36,13 @@ from rmqlab.codec.flags import (
     BORNHOST_V6_FLAG,
     MESSAGE_MAGIC_CODE_V1,
     MESSAGE_MAGIC_CODE_V2,
+    PROPERTY_INNER_NUM,
     SCHEDULE_TOPIC,
     STOREHOSTADDRESS_V6_FLAG,
 )
+from rmqlab.codec.properties import decode_properties
 from rmqlab.codec.scan import _byte_source
+from rmqlab.codec.walk import batch_fields
 from rmqlab.codec.windows import byte_windows
 
 __all__ = ["BATCH", "FastChecker", "be_int", "gather_dispatch_fields", "hop"]
@@ -44,6 +51,8 @@ BATCH = 1 << 15  # records hopped and checked at once
 _WINDOW_MAX = 512  # widest properties gathered as a 2-D window (else sliced and joined)
 _TOTAL_MAGIC = struct.Struct(">ii")
 _SCHEDULE = SCHEDULE_TOPIC.encode()
+#: a property named INNER_NUM: its name and the 0x01 after it are in the properties' bytes
+_INNER_NUM_PAIR = re.compile(re.escape(PROPERTY_INNER_NUM.encode() + b"\x01"))
 
 
 def hop(buf: Any, pos: int, limit: int, v5: bool, max_records: int) -> tuple[list[int], list[int]]:
@@ -112,6 +121,25 @@ def _layout(arr: np.ndarray, p: np.ndarray, limit: int) -> dict[str, np.ndarray]
     }  # fmt: skip
 
 
+def _inner_batches(buf: Any, p: np.ndarray, t: np.ndarray, f: dict[str, np.ndarray], ok: np.ndarray
+                   ) -> list[int]:
+    """Indexes of the ``ok`` records (at ``p``, sizes ``t``) whose properties hold the bytes
+    ``INNER_NUM 0x01`` -- every record whose decoded properties name INNER_NUM does (separators
+    and ASCII names are single bytes whatever else the UTF-8 holds), plus some that do not, which
+    the caller's exact parse sorts out. One ``re`` scan of the batch's bytes (a plain store has no
+    match; an inner-batch record has one), matches outside a record's properties ignored."""
+    if not len(p):
+        return []
+    hits = [m.start() for m in _INNER_NUM_PAIR.finditer(buf, int(p[0]), int(p[-1] + t[-1]))]
+    if not hits:
+        return []
+    h = np.asarray(hits, dtype=np.int64)
+    rec = np.searchsorted(p, h, side="right") - 1
+    props_pos = f["topic_start"][rec] + f["topic_len"][rec] + 2
+    inside = (h >= props_pos) & (h + len(PROPERTY_INNER_NUM) + 1 <= props_pos + f["props_len"][rec])
+    return [i for i in np.unique(rec[inside]).tolist() if ok[i]]
+
+
 class FastChecker:
     """Certifies runs of records for ``recovery._walk`` (see the module docstring).
 
@@ -170,6 +198,13 @@ class FastChecker:
                 a = int(f["topic_start"][i])
                 if bytes(buf[a : a + len(_SCHEDULE)]) == _SCHEDULE:
                     ok[i] = False
+            if self.v5:
+                for i in _inner_batches(buf, p, t, f, ok):
+                    a = int(f["topic_start"][i] + topic_len[i] + 2)
+                    try:  # the slow path's parse (codec.walk._check): both present -> Java parses both
+                        batch_fields(decode_properties(buf[a : a + int(props_len[i])]))
+                    except ValueError:
+                        ok[i] = False
             bs = f["body_start"]
             self._bs = bs.tolist()
             self._be = (bs + np.maximum(body_len, 0)).tolist()

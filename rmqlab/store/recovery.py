@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 
 from rmqlab.codec import flags
 from rmqlab.codec.checkpoint import Checkpoint
-from rmqlab.codec.message import store_timestamp_position
-from rmqlab.codec.walk import DispatchRequest, check_message_and_return_size
+from rmqlab.codec.message import MessageRecord, decode_message, store_timestamp_position
+from rmqlab.codec.walk import DispatchRequest, batch_fields, check_message_and_return_size
 from rmqlab.config import MessageStoreConfig
+from rmqlab.errors import CorruptRecord
 from rmqlab.events import RecoveryStep
 from rmqlab.store.fast_walk import FastChecker
 
@@ -415,6 +416,26 @@ def _body_length(buf: memoryview | bytes, pos: int) -> int:
     return int(_INT.unpack_from(buf, pos + at)[0])
 
 
+def _inner_batch_fault(buf: memoryview | bytes, pos: int, check_crc: bool) -> str:
+    """Why a 5.x record that decodes (CRC included when checked) failed: its INNER_NUM /
+    INNER_BASE pair, which 5.x ``setBatchSizeIfNeeded`` parses inside ``checkMessageAndReturnSize``'s
+    try (``Short.parseShort`` / ``Long.parseLong``). Empty if that is not the cause."""
+    try:
+        rec = decode_message(buf, pos, check_crc=check_crc)
+    except (CorruptRecord, ValueError, struct.error, IndexError):
+        return ""
+    if not isinstance(rec, MessageRecord):
+        return ""
+    props = rec.properties
+    try:
+        batch_fields(props)
+    except ValueError:
+        return (f"INNER_NUM {props.get(flags.PROPERTY_INNER_NUM)!r} / INNER_BASE "
+                f"{props.get(flags.PROPERTY_INNER_BASE)!r}: not a short / long (5.x parses them while "
+                f"checking the record and fails it)")
+    return ""
+
+
 def _why_bad(buf: memoryview | bytes, pos: int, size: int, check_crc: bool, version: str) -> str:
     """Name the check a record failed (zeros = the normal end of the log)."""
     total = _INT.unpack_from(buf, pos)[0]
@@ -429,6 +450,10 @@ def _why_bad(buf: memoryview | bytes, pos: int, size: int, check_crc: bool, vers
         return f"total size {total} does not match the recomputed length (half message)"
     if total <= 0 or pos + total > len(buf):
         return f"total size {total} runs past the end of the file (torn record)"
+    if version != "4.9.8":
+        why = _inner_batch_fault(buf, pos, check_crc)
+        if why:
+            return why
     if check_crc:
         return "body CRC mismatch or unreadable fields"
     return "unreadable fields"

@@ -1,7 +1,8 @@
 """One read-only vocabulary over a live ``MessageStore`` or a ``StoreSnapshot``.
 
 Views ask a :class:`Source` questions (files of a queue and their pointers, records of a file,
-units of a consume queue, index files, the recovery plan, a cleanup plan) and get plain values
+units of a consume queue or of a 5.x batch consume queue, index files, the recovery plan, a
+cleanup plan) and get plain values
 back (:class:`FileState`, :class:`QueueState`, :class:`RecordInfo`, numpy copies), so the figure
 builders in :mod:`rmqlab.widgets.figures` never see an engine object. Nothing here writes.
 
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from rmqlab.codec.batch_consume_queue_unit import BCQ_STORE_UNIT_SIZE, BCQ_UNIT_DTYPE
 from rmqlab.codec.consume_queue_unit import CQ_STORE_UNIT_SIZE, CQ_UNIT_DTYPE, MAX_ADDR
 from rmqlab.codec.index_layout import index_key, index_key_hash, item_position
 from rmqlab.codec.message import BlankRecord, MessageRecord, decode_message
@@ -34,12 +36,15 @@ if TYPE_CHECKING:
     from rmqlab.store.message_store import MessageStore
     from rmqlab.store.recovery import RecoveryPlan
 
-__all__ = ["COMMITLOG", "INDEX", "FileState", "MemoryQueueState", "MemoryState", "QueueState", "RecordInfo", "Source",
-           "WalkStep", "as_source"]
+__all__ = ["BATCH_CONSUME_QUEUE", "COMMITLOG", "CONSUME_QUEUE", "INDEX", "FileState", "MemoryQueueState",
+           "MemoryState", "QueueState", "RecordInfo", "Source", "WalkStep", "as_source"]
 
 COMMITLOG = "commitlog"
 INDEX = "index"
-_CQ_PREFIX = "consumequeue/"
+CONSUME_QUEUE = "consumequeue"
+BATCH_CONSUME_QUEUE = "batchconsumequeue"  # 5.x topics with queue.type=BatchCQ (spec §3.8)
+_CQ_PREFIX = CONSUME_QUEUE + "/"
+_BCQ_PREFIX = BATCH_CONSUME_QUEUE + "/"
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,8 +192,10 @@ class Source:
 
     # ------------------------------------------------------------------ mapped-file queues
     def queues(self) -> list[str]:
-        """``commitlog``, ``consumequeue/<topic>/<queue id>`` for every queue, ``index``."""
-        return [COMMITLOG, *(f"{_CQ_PREFIX}{t}/{q}" for t, q in self.consume_queue_keys()), INDEX]
+        """``commitlog``, ``consumequeue/<topic>/<queue id>`` for every queue,
+        ``batchconsumequeue/<topic>/<queue id>`` for every batch queue (5.x), ``index``."""
+        return [COMMITLOG, *(f"{_CQ_PREFIX}{t}/{q}" for t, q in self.consume_queue_keys()),
+                *(f"{_BCQ_PREFIX}{t}/{q}" for t, q in self.batch_queue_keys()), INDEX]
 
     def mapped_files(self, queue: str = COMMITLOG) -> list[MappedFile]:
         if queue == COMMITLOG:
@@ -197,12 +204,22 @@ class Source:
             return list(self.snapshot.commit_log_files)  # type: ignore[union-attr]
         if queue == INDEX:
             return [f.mapped_file for f in self.index_files()]
-        topic, qid = _parse_cq(queue)
+        kind, topic, qid = _parse_queue(queue)
         if self.store is not None:
-            cq = self.store.consume_queue_store.find_consume_queue(topic, qid, create=False)
+            cq = self._live_queue(kind, topic, qid)
             return list(cq.mapped_file_queue.mapped_files) if cq is not None else []
-        q = self.snapshot.consume_queues.get((topic, qid))  # type: ignore[union-attr]
+        queues = (self.snapshot.consume_queues if kind == CONSUME_QUEUE  # type: ignore[union-attr]
+                  else self.snapshot.batch_consume_queues)  # type: ignore[union-attr]
+        q = queues.get((topic, qid))
         return list(q.files) if q is not None else []
+
+    def _live_queue(self, kind: str, topic: str, queue_id: int) -> Any:
+        """The live store's ConsumeQueue or BatchConsumeQueue (``kind``), None if it has none."""
+        assert self.store is not None
+        cqs = self.store.consume_queue_store
+        if kind == CONSUME_QUEUE:
+            return cqs.find_consume_queue(topic, queue_id, create=False)
+        return cqs.find_batch_queue(topic, queue_id, create=False)
 
     def queue_state(self, queue: str = COMMITLOG) -> QueueState:
         files = self.mapped_files(queue)
@@ -217,8 +234,7 @@ class Source:
             committed, flushed = mfq.committed_where, mfq.flushed_where
             pending = self.pending_files()
         elif queue != INDEX:
-            topic, qid = _parse_cq(queue)
-            cq = self.store.consume_queue_store.find_consume_queue(topic, qid, create=False)
+            cq = self._live_queue(*_parse_queue(queue))
             if cq is not None:
                 committed, flushed = cq.mapped_file_queue.committed_where, cq.mapped_file_queue.flushed_where
         return QueueState(queue, states, committed, flushed, pending, live=True)
@@ -245,9 +261,13 @@ class Source:
             f = next((f for f in self.index_files() if f.mapped_file is mf), None)
             pos = item_position(f.hash_slot_num, f.index_count) if f is not None else mf.mapped_length
         else:
-            topic, qid = _parse_cq(queue)
-            q = self.snapshot.consume_queues[(topic, qid)]  # type: ignore[union-attr]
-            pos = len(q.valid_units(mf)) * CQ_STORE_UNIT_SIZE
+            kind, topic, qid = _parse_queue(queue)
+            if kind == CONSUME_QUEUE:
+                q = self.snapshot.consume_queues[(topic, qid)]  # type: ignore[union-attr]
+                pos = len(q.valid_units(mf)) * CQ_STORE_UNIT_SIZE
+            else:
+                b = self.snapshot.batch_consume_queues[(topic, qid)]  # type: ignore[union-attr]
+                pos = len(b.valid_units(mf)) * BCQ_STORE_UNIT_SIZE
         size = self._file_size(queue, mf)
         status = "full" if pos >= size else ("empty" if pos == 0 else "active")
         return FileState(mf.name, mf.file_from_offset, size, pos, pos, pos, status)
@@ -260,6 +280,8 @@ class Source:
             return snap.commit_log_file_size
         if queue == INDEX:
             return mf.file_size
+        if queue.startswith(_BCQ_PREFIX):
+            return snap.batch_consume_queue_file_size
         return snap.consume_queue_file_size
 
     # ------------------------------------------------------------------ commit log records
@@ -338,6 +360,25 @@ class Source:
         base, units = q.units()
         return base, np.array(units, copy=True)
 
+    def batch_queue_keys(self) -> list[tuple[str, int]]:
+        """``(topic, queue_id)`` of every 5.x BatchConsumeQueue (none on 4.9.8)."""
+        if self.store is not None:
+            return sorted((t, q) for t, q, _ in self.store.consume_queue_store.all_batch_queues())
+        return sorted(self.snapshot.batch_consume_queues)  # type: ignore[union-attr]
+
+    def bcq_units(self, topic: str, queue_id: int) -> np.ndarray:
+        """A batch queue's units, oldest first, as a copy (``BCQ_UNIT_DTYPE``: one 46-byte unit per
+        CommitLog record, its queue offsets ``msg_base_offset .. + batch_size - 1``): what the
+        engine holds (``BatchConsumeQueue.units``) or inspection reads (the valid units of each
+        file, up to the first file not full of them)."""
+        if self.store is not None:
+            bcq = self.store.consume_queue_store.find_batch_queue(topic, queue_id, create=False)
+            return bcq.units() if bcq is not None else np.empty(0, BCQ_UNIT_DTYPE)
+        q = self.snapshot.batch_consume_queues.get((topic, queue_id))  # type: ignore[union-attr]
+        if q is None:
+            return np.empty(0, BCQ_UNIT_DTYPE)
+        return q.units()[1].astype(BCQ_UNIT_DTYPE)  # a copy, big-endian (a concatenation of files is native)
+
     def cq_ext(self, topic: str, queue_id: int, units: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         """``(resolved, tags_code)`` beside ``units`` (from :meth:`cq_units`) for the units whose tags
         code is a ConsumeQueueExt address, as the engine resolves them (a live store:
@@ -412,11 +453,14 @@ class Source:
         return self.snapshot.explain_cleanup(now=now_ms, disk_ratio=disk_ratio)  # type: ignore[union-attr]
 
 
-def _parse_cq(queue: str) -> tuple[str, int]:
-    if not queue.startswith(_CQ_PREFIX):
-        raise ValueError(f"unknown queue {queue!r}: 'commitlog', 'index' or 'consumequeue/<topic>/<id>'")
-    topic, _, qid = queue[len(_CQ_PREFIX):].rpartition("/")
-    return topic, int(qid)
+def _parse_queue(queue: str) -> tuple[str, str, int]:
+    """``(CONSUME_QUEUE or BATCH_CONSUME_QUEUE, topic, queue id)`` of a queue name."""
+    kind, _, rest = queue.partition("/")
+    if kind not in (CONSUME_QUEUE, BATCH_CONSUME_QUEUE) or not rest:
+        raise ValueError(f"unknown queue {queue!r}: 'commitlog', 'index', 'consumequeue/<topic>/<id>' or "
+                         f"'batchconsumequeue/<topic>/<id>'")
+    topic, _, qid = rest.rpartition("/")
+    return kind, topic, int(qid)
 
 
 def _live_file(mf: MappedFile, last: bool) -> FileState:

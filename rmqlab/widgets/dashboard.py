@@ -161,16 +161,24 @@ class StoreDashboard:
     # ------------------------------------------------------------------ actions
     def put(self, count: int = 10, *, topic: str = "TopicA", queue_id: int = 0, tags: str = "TagA",
             keys: str = "key-{i}", size: int = 64) -> list[Any]:
-        """Put ``count`` messages; ``keys`` is formatted with ``i`` (a running number)."""
+        """Put ``count`` messages; ``keys`` is formatted with ``i`` (a running number). To a
+        BatchCQ topic of a 5.x store (whose queues take inner batches only) the ``count`` messages
+        go as one batch (``put_messages``): one CommitLog record, one unit of its batch queue."""
         from rmqlab.store.message import Message
 
-        results = []
+        msgs = []
         for _ in range(count):
             i = self._seq
             self._seq += 1
             body = (f"{topic} message {i} " * (size // 8 + 1)).encode()[:size]
-            msg = Message(topic, body, tags=tags or None, keys=keys.format(i=i).split(), queue_id=queue_id)
-            results.append(self.store.put_message(msg))
+            msgs.append(Message(topic, body, tags=tags or None, keys=keys.format(i=i).split(), queue_id=queue_id))
+        if self.store.consume_queue_store.is_batch_topic(topic):
+            result = self.store.put_messages(msgs)
+            self.say(f"put a batch of {count} message(s) to {topic}/{queue_id} (BatchCQ: one record): "
+                     + ("ok" if result.ok else f"{result.status.name} {result.reason}".strip()))
+            self.redraw()
+            return [result]
+        results = [self.store.put_message(msg) for msg in msgs]
         ok = sum(r.ok for r in results)
         self.say(f"put {count} message(s) to {topic}/{queue_id}: {ok} ok"
                  + (f", last status {results[-1].status.name}" if results and not results[-1].ok else ""))

@@ -26,6 +26,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from rmqlab.codec import flags as _flags
+from rmqlab.codec.batch_consume_queue_unit import INVALID_POS
 from rmqlab.codec.consume_queue_ext_unit import undecorate
 from rmqlab.codec.consume_queue_unit import MAX_ADDR
 from rmqlab.codec.message import BlankRecord, MessageRecord, host_length, store_timestamp_position
@@ -38,6 +39,9 @@ if TYPE_CHECKING:
 __all__ = [
     "STATUS_COLORS",
     "Spec",
+    "batch_consume_queue_figure",
+    "batch_consume_queue_spec",
+    "batch_consume_queue_table_html",
     "chain_histogram_figure",
     "chain_histogram_spec",
     "chain_lengths",
@@ -393,14 +397,7 @@ def consume_queue_spec(topic: str, queue_id: int, base: int, units: np.ndarray, 
                    hovertext=[h for h, b in zip(hover, blank, strict=True) if b],
                    marker={"size": 6, "color": _BLANK_COLOR, "symbol": "square"}),
     ]
-    shapes, annotations = [], []
-    if dispatch is not None:
-        y = dispatch["reput_from_offset"]
-        shapes.append({"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": y, "y1": y,
-                       "line": {"color": "#e6550d", "dash": "dash"}})
-        annotations.append({"xref": "paper", "x": 0, "y": y, "xanchor": "left", "yanchor": "bottom", "showarrow": False,
-                            "text": f"reput offset {y:,} (behind {dispatch['behind_bytes']:,} B)",
-                            "font": {"size": 10, "color": "#e6550d"}})
+    shapes, annotations = _dispatch_line(dispatch)
     title = (f"ConsumeQueue {topic}/{queue_id}: {total} unit(s)" + (f", last {n} drawn" if total > n else "")
              + (f", {int(gone.sum())} removed" if gone.any() else "")
              + (f", {unresolved} ext address(es) unresolved" if unresolved else ""))
@@ -449,6 +446,103 @@ def consume_queue_table_html(base: int, units: np.ndarray, *, limit: int = 200, 
     return (note + "<table class='rmq-cq' style='font-size:12px'><tr><th>queue offset</th><th>CommitLog offset</th>"
             "<th>size</th><th>tags code</th>" + ("<th>ext address</th>" if ext is not None else "") + "</tr>"
             + "".join(rows) + "</table>")
+
+
+# ---------------------------------------------------------------------------------------------
+# batch consume queue (5.x)
+
+def _dispatch_line(dispatch: dict[str, int] | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The reput offset as a dashed horizontal line and its label (none for a snapshot)."""
+    if dispatch is None:
+        return [], []
+    y = dispatch["reput_from_offset"]
+    return ([{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": y, "y1": y,
+              "line": {"color": "#e6550d", "dash": "dash"}}],
+            [{"xref": "paper", "x": 0, "y": y, "xanchor": "left", "yanchor": "bottom", "showarrow": False,
+              "text": f"reput offset {y:,} (behind {dispatch['behind_bytes']:,} B)",
+              "font": {"size": 10, "color": "#e6550d"}}])
+
+
+def batch_consume_queue_spec(topic: str, queue_id: int, units: np.ndarray, *,
+                             dispatch: dict[str, int] | None = None, limit: int = 2000,
+                             commit_log_min: int = 0) -> Spec:
+    """A 5.x BatchConsumeQueue (46-byte units, ``BCQ_UNIT_DTYPE``): one marker per unit at x = its
+    msgBaseOffset (the queue offset of the record's first message), y = the CommitLog offset of
+    the record, size ~ batch size, and a bar over the queue offsets the unit stands for
+    (``msgBaseOffset .. + batchSize - 1``: an inner batch is one record, one unit, many offsets).
+    Units pointing below ``commit_log_min`` are grey crosses, "removed", as in
+    :func:`consume_queue_spec`; the reput offset likewise. Only the last ``limit`` units are drawn.
+    ``customdata`` is each unit's msgBaseOffset (what a click selects)."""
+    total = len(units)
+    if total > limit:
+        units = units[total - limit:]
+    n = len(units)
+    base = units["msg_base_offset"].astype(np.int64) if n else np.empty(0, np.int64)
+    batch = units["batch_size"].astype(np.int64) if n else np.empty(0, np.int64)
+    off = units["commit_log_offset"].astype(np.int64) if n else np.empty(0, np.int64)
+    size = units["size"].astype(np.int64) if n else np.empty(0, np.int64)
+    tags = units["tags_code"].astype(np.int64) if n else np.empty(0, np.int64)
+    hover = [f"queue offsets {a}..{a + k - 1} ({k} message(s))<br>CommitLog offset {b:,}<br>size {c}<br>"
+             f"tags code {d}" for a, k, b, c, d in zip(base.tolist(), batch.tolist(), off.tolist(), size.tolist(),
+                                                        tags.tolist(), strict=True)]
+    gone = off < commit_log_min
+    real = ~gone
+    # one segment per unit from its first to its last queue offset (NaN breaks the line between units)
+    span_x = np.column_stack([base, base + np.maximum(batch, 1) - 1, np.full(n, np.nan)]).ravel()
+    span_y = np.column_stack([off, off, np.full(n, np.nan)]).ravel()
+    traces = [
+        dict(type="scatter", name="queue offsets", mode="lines", x=span_x, y=span_y, hoverinfo="skip",
+             line={"color": "#9ecae1", "width": 4}),
+        dict(type="scatter", name="unit", mode="markers", x=base[real], y=off[real], customdata=base[real],
+             hovertext=[h for h, r in zip(hover, real, strict=True) if r], hoverinfo="text",
+             marker={"size": np.clip(4 + 2 * np.sqrt(batch[real].clip(min=1)), 5, 16), "color": "#3182bd"}),
+        dict(type="scatter", name="removed", mode="markers", x=base[gone], y=off[gone], customdata=base[gone],
+             hoverinfo="text",
+             hovertext=[f"{h}<br>its CommitLog file was deleted (CommitLog starts at {commit_log_min:,})"
+                        for h, g in zip(hover, gone, strict=True) if g],
+             marker={"size": 7, "color": _BLANK_COLOR, "symbol": "x-thin-open", "line": {"width": 2}}),
+    ]
+    shapes, annotations = _dispatch_line(dispatch)
+    messages = int(batch.sum())
+    title = (f"BatchConsumeQueue {topic}/{queue_id}: {total} unit(s)" + (f", last {n} drawn" if total > n else "")
+             + f", {messages} message(s)" + (" in them" if total > n else "")
+             + (f", {int(gone.sum())} removed" if gone.any() else ""))
+    return {"data": traces, "layout": _base_layout(
+        title, height=260, shapes=shapes, annotations=annotations, clickmode="event",
+        xaxis={"title": {"text": "queue offset (msgBaseOffset .. + batchSize - 1)"}},
+        yaxis={"title": {"text": "CommitLog offset"}, "tickformat": ","})}
+
+
+def batch_consume_queue_figure(topic: str, queue_id: int, units: np.ndarray, *,
+                               dispatch: dict[str, int] | None = None, limit: int = 2000,
+                               commit_log_min: int = 0) -> go.Figure:
+    """:func:`batch_consume_queue_spec` as a Figure."""
+    return to_figure(batch_consume_queue_spec(topic, queue_id, units, dispatch=dispatch, limit=limit,
+                                              commit_log_min=commit_log_min))
+
+
+def batch_consume_queue_table_html(units: np.ndarray, *, limit: int = 200, commit_log_min: int = 0) -> str:
+    """The last ``limit`` units of a BatchConsumeQueue as an HTML table: msgBaseOffset, batchSize,
+    CommitLog offset, size, tags code, store time; a compactedOffset column when some unit has one
+    (5.x writes -1, ``INVALID_POS``, in every unit). Units pointing below ``commit_log_min`` greyed,
+    "removed"."""
+    n = len(units)
+    first = max(0, n - limit)
+    shown = units[first:]
+    compacted = bool(len(shown)) and bool((shown["compacted_offset"] != INVALID_POS).any())
+    rows = []
+    for u in shown:
+        offset = int(u["commit_log_offset"])
+        gone = offset < commit_log_min
+        style = " style='color:#999' title='its CommitLog file was deleted'" if gone else ""
+        rows.append(f"<tr{style}><td>{int(u['msg_base_offset'])}</td><td>{int(u['batch_size'])}</td>"
+                    f"<td>{offset:,}{' (removed)' if gone else ''}</td><td>{int(u['size'])}</td>"
+                    f"<td>{int(u['tags_code'])}</td><td>{_ms_text(int(u['store_timestamp']))}</td>"
+                    + (f"<td>{int(u['compacted_offset'])}</td>" if compacted else "") + "</tr>")
+    note = f"<div><i>showing the last {limit} of {n} units</i></div>" if first else ""
+    return (note + "<table class='rmq-cq rmq-bcq' style='font-size:12px'><tr><th>msgBaseOffset</th>"
+            "<th>batchSize</th><th>CommitLog offset</th><th>size</th><th>tags code</th><th>store time</th>"
+            + ("<th>compactedOffset</th>" if compacted else "") + "</tr>" + "".join(rows) + "</table>")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -397,6 +397,8 @@ def _mapped_files(store: MessageStore) -> Iterator[tuple[str, list[Any]]]:
         yield f"{topic}/{qid}", list(cq.mapped_file_queue.mapped_files)
         if cq.consume_queue_ext is not None:
             yield f"ext {topic}/{qid}", list(cq.consume_queue_ext.mapped_file_queue.mapped_files)
+    for topic, qid, bcq in store.consume_queue_store.all_batch_queues():  # 5.x BatchCQ topics
+        yield f"batch {topic}/{qid}", list(bcq.mapped_file_queue.mapped_files)
     if store.timer is not None and not store.timer.closed:
         # the timer wheel and config/timercheck reach their mappings only in a forced flush
         # (TimerWheel.flush, TimerCheckpoint.flush): a power loss keeps them as they are

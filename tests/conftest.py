@@ -8,6 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Hypothesis fails a test when one example takes over its 200 ms deadline and its replay does not
+# ("Unreliable test timings"): one 0.3 s stall of the process (a busy CI machine) fails a codec test
+# whose examples take a millisecond. The tests check results, not speed: no deadline, and no
+# too_slow health check (the time spent generating examples), for all.
+settings.register_profile("rmqlab", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("rmqlab")
 
 FIXTURES_DIR = Path(__file__).parent / "fixtures"
 REFERENCE_STORES = ("clean-small", "crash-tail")

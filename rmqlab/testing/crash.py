@@ -81,6 +81,7 @@ __all__ = [
     "run_writer_and_kill",
     "simulate_power_loss",
     "simulate_process_kill",
+    "wait_for_first_ack",
     "writer_config",
 ]
 
@@ -303,17 +304,35 @@ class KillResult:
         return self.returncode == -signal.SIGKILL
 
 
+def wait_for_first_ack(ack_log: str | os.PathLike[str], proc: subprocess.Popen[str], timeout_s: float = 30.0) -> bool:
+    """Wait until the writer ``proc`` logged a whole ack line in ``ack_log`` (False: it exited
+    first, or ``timeout_s`` passed)."""
+    deadline = time.monotonic() + timeout_s
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            with open(ack_log, encoding="utf-8") as f:
+                if f.readline().endswith("\n"):
+                    return True
+        except FileNotFoundError:
+            pass
+        time.sleep(0.005)
+    return False
+
+
 def run_writer_and_kill(
     spec: WriterSpec,
     *,
     delay_s: float | None = None,
     crash_at: str | None = None,
     timeout_s: float = 30.0,
+    after_first_ack: bool = False,
 ) -> KillResult:
-    """Run the writer in a subprocess; SIGKILL it ``delay_s`` after it is ready, or let the
-    crash point ``crash_at`` (``"name[:N]"``) kill it. A writer that finishes its workload
-    first stays alive (services running) until killed; with ``crash_at`` it exits with status
-    3 if the point was not reached within 2 s after the workload."""
+    """Run the writer in a subprocess; SIGKILL it ``delay_s`` after it is ready (with
+    ``after_first_ack``: after its first acknowledged put, ``timeout_s`` at most, for a test
+    that needs one whatever the machine's speed), or let the crash point ``crash_at``
+    (``"name[:N]"``) kill it. A writer that finishes its workload first stays alive (services
+    running) until killed; with ``crash_at`` it exits with status 3 if the point was not
+    reached within 2 s after the workload."""
     env = dict(os.environ)
     env.pop("RMQLAB_CRASH_AT", None)
     if crash_at:
@@ -328,6 +347,8 @@ def run_writer_and_kill(
     try:
         line = proc.stdout.readline()  # "READY", or "" when it died first
         if line.strip() == "READY" and delay_s is not None:
+            if after_first_ack:
+                wait_for_first_ack(spec.ack_log, proc, timeout_s)
             try:
                 proc.wait(timeout=delay_s)
             except subprocess.TimeoutExpired:

@@ -23,6 +23,7 @@ from rmqlab.config import MessageStoreConfig
 from rmqlab.store.message import Message
 from rmqlab.store.message_store import MessageStore
 from rmqlab.store.results import GetMessageStatus
+from rmqlab.testing.crash import wait_for_first_ack
 
 
 def _run_and_kill(store: Path, acks: Path, count: int, delay_s: float) -> int:
@@ -32,6 +33,7 @@ def _run_and_kill(store: Path, acks: Path, count: int, delay_s: float) -> int:
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "READY", proc.stderr.read() if proc.stderr else ""
+        wait_for_first_ack(acks, proc)  # the delay counts from the first ack: a busy machine may be slow to it
         time.sleep(delay_s)
         proc.send_signal(signal.SIGKILL)
         return proc.wait(timeout=30)

@@ -87,7 +87,7 @@ def test_queue_with_stepped_service_rolls(tmp_path) -> None:
     q.close()
 
 
-def _wait(cond, timeout: float = 5.0) -> bool:
+def _wait(cond, timeout: float = 30.0) -> bool:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         if cond():
@@ -101,7 +101,7 @@ def test_threaded_next_next_exists_after_roll(
 ) -> None:
     d = tmp_path / "commitlog"
     os.makedirs(d)
-    svc = AllocateMappedFileService(bus=bus, mapped_file_size_commit_log=SIZE, timeout_ms=5000)
+    svc = AllocateMappedFileService(bus=bus, mapped_file_size_commit_log=SIZE, timeout_ms=30_000)
     svc.start()
     try:
         q = MappedFileQueue(str(d), SIZE, svc, bus=bus)

@@ -38,7 +38,7 @@ def test_a_request_queued_during_a_round_is_served_by_the_next(tmp_path: Path) -
             store.runner.wakeup("group_commit")
             time.sleep(0.05)
             assert not req.is_done()  # nobody can serve it while the round runs
-        assert req.wait(5000) is PutMessageStatus.PUT_OK  # the service's next round does
+        assert req.wait(30_000) is PutMessageStatus.PUT_OK  # the service's next round does
         assert store.commit_log.mapped_file_queue.flushed_where >= end
     finally:
         store.shutdown()
@@ -137,6 +137,6 @@ def test_a_lone_producer_runs_the_round_itself(tmp_path: Path) -> None:
             assert gc.try_run_once() is False
             assert not req.is_done()
         store.runner.wakeup("group_commit")
-        assert req.wait(5000) is PutMessageStatus.PUT_OK
+        assert req.wait(30_000) is PutMessageStatus.PUT_OK
     finally:
         store.shutdown()

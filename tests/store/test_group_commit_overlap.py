@@ -194,7 +194,7 @@ def test_a_round_dying_at_a_crash_point_frees_its_slot(tmp_path: Path, monkeypat
             assert bad == []
             gc = store.group_commit
             assert gc is not None
-            deadline = time.monotonic() + 5
+            deadline = time.monotonic() + 30
             while gc.in_flight() and time.monotonic() < deadline:
                 time.sleep(0.01)
             assert gc.in_flight() == 0
@@ -204,11 +204,12 @@ def test_a_round_dying_at_a_crash_point_frees_its_slot(tmp_path: Path, monkeypat
         store.shutdown()
 
 
-@pytest.mark.parametrize(("overlap_after_ms", "may_overlap"), [(1000.0, False), (1.0, True)])
+@pytest.mark.parametrize(("overlap_after_ms", "may_overlap"), [(60_000.0, False), (1.0, True)])
 def test_rounds_overlap_only_behind_a_slow_force(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, overlap_after_ms: float, may_overlap: bool) -> None:
     """A second round starts only once the newest one has forced for ``overlap_after_ns``: with
-    forces of 2-4 ms, a 1 ms threshold overlaps them and a 1 s one never does (it groups instead)."""
+    forces of 2-4 ms, a 1 ms threshold overlaps them and a 60 s one never does (it groups
+    instead). (It was 1 s: a force stalled for a second on a busy CI disk was rightly overlapped.)"""
     monkeypatch.setattr(GroupCommitService, "max_in_flight", 4)
     monkeypatch.setattr(GroupCommitService, "overlap_after_ns", int(overlap_after_ms * 1e6))
     recorder = ForceRecorder(monkeypatch, max_delay_s=0.004, min_delay_s=0.002)

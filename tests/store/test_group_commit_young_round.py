@@ -61,7 +61,7 @@ def test_requests_queued_behind_a_young_round_wait_and_share_the_next() -> None:
     first = [_queue(gc, mfq) for _ in range(4)]
     t1 = threading.Thread(target=gc.try_run_once)
     t1.start()
-    assert mfq.entered.acquire(timeout=5)  # a round of 4 is forcing
+    assert mfq.entered.acquire(timeout=30)  # a round of 4 is forcing
     assert gc.in_flight() == 1
     assert gc.pending() == 0
     second = []
@@ -72,8 +72,8 @@ def test_requests_queued_behind_a_young_round_wait_and_share_the_next() -> None:
         assert gc.pending() == k
     assert not any(r.is_done() for r in first + second)  # nothing acked before its force ends
     mfq.gate.set()
-    t1.join(5)
-    deadline = time.monotonic() + 5
+    t1.join(30)
+    deadline = time.monotonic() + 30
     while not all(r.is_done() for r in second) and time.monotonic() < deadline:
         gc.try_run_once()  # the finishing round took the queue already, or this does
         time.sleep(0.001)
@@ -89,17 +89,17 @@ def test_a_round_older_than_overlap_after_is_overlapped() -> None:
     first = _queue(gc, mfq)
     t1 = threading.Thread(target=gc.try_run_once, args=(first,))
     t1.start()
-    assert mfq.entered.acquire(timeout=5)
+    assert mfq.entered.acquire(timeout=30)
     second = _queue(gc, mfq)
     t2 = threading.Thread(target=gc.try_run_once, args=(second,))
     t2.start()
-    assert mfq.entered.acquire(timeout=5)  # a second force alongside the first
+    assert mfq.entered.acquire(timeout=30)  # a second force alongside the first
     assert gc.in_flight() == 2
     assert not first.is_done()
     assert not second.is_done()
     mfq.gate.set()
-    t1.join(5)
-    t2.join(5)
+    t1.join(30)
+    t2.join(30)
     assert first.wait(1000) is PutMessageStatus.PUT_OK
     assert second.wait(1000) is PutMessageStatus.PUT_OK
     assert gc.in_flight() == 0

@@ -90,7 +90,7 @@ def _wait_prefaulted(store: MessageStore) -> None:
     """Threaded: the pre-fault service runs every ~1 ms, so give it a round or two."""
     mf = store.commit_log.mapped_file_queue.get_last_mapped_file()
     assert mf is not None
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30
     # past what the writer's own reserve() makes writable (1/128 of a file): the service's work
     want = min(mf.file_size, mf.wrote_position + store.commit_log.prefault_bytes // 2)
     while mf.prefaulted_position < want and time.monotonic() < deadline:
@@ -207,7 +207,7 @@ def test_a_refusing_kernel_switches_prefaulting_off(tmp_path: Path, threaded: bo
     try:
         _write(store, msgs)
         assert store.wait_dispatched()
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 30
         while store.commit_log.prefault_enabled and time.monotonic() < deadline:
             store.step() if not threaded else time.sleep(0.002)
         assert not store.commit_log.prefault_enabled

@@ -260,7 +260,7 @@ def test_a_threaded_store_delivers_on_its_own(tmp_path: Path) -> None:
     store = MessageStore.open(config.store_path_root_dir, config, threaded=True)
     try:
         assert store.put_message(Message("T", b"soon", delay_time_level=1)).ok
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30
         while not _real(store, "T", 0) and time.monotonic() < deadline:
             time.sleep(0.05)
         [m] = _real(store, "T", 0)

@@ -28,7 +28,7 @@ linux_only = pytest.mark.skipif(
 )
 
 
-def _until(cond: object, timeout: float = 5.0) -> bool:
+def _until(cond: object, timeout: float = 30.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if cond():  # type: ignore[operator]

@@ -201,6 +201,12 @@ def test_threaded_store_under_load(tmp_path: Path, variant: str, busy_switching:
         for t in threads:
             t.start()
         run.stop.wait(SECONDS)
+        # A slow machine (a busy CI box; a slow disk under SYNC_FLUSH) did less in that time: it
+        # runs on until the run did something (and cleanup really removed a file), 60 s at most.
+        deadline = time.monotonic() + 60
+        while not run.stop.is_set() and time.monotonic() < deadline and not (
+                len(run.acks) > 100 and (not cleanup or store.get_min_phy_offset() > 0)):
+            time.sleep(0.05)
         run.stop.set()
         for t in threads:
             t.join()
@@ -222,15 +228,27 @@ def test_threaded_store_under_load(tmp_path: Path, variant: str, busy_switching:
         found = 0
         for (pid, seq), (t, q, qo, wrote) in ([] if memory else run.acks.items()):
             with store.get_message("final", t, q, qo, 1) as r:
-                if r.status is not S.FOUND:  # only below what cleanup kept, never past the end
+                at = r.messages[0].decode().queue_offset if r.status is S.FOUND else None
+                if at != qo:  # only below what cleanup kept, never past the end
                     assert cleanup, (t, q, qo, r.status)
-                    assert r.status in (S.OFFSET_TOO_SMALL, S.OFFSET_FOUND_NULL), (t, q, qo, r.status)
+                    # A queue's min offset moves only to a unit that points into a file left: one whose
+                    # newest units all went with the deleted files keeps its old min, and a get there
+                    # skips to the next message left (FOUND further on) or, with none, says
+                    # MESSAGE_WAS_REMOVING, as RocketMQ does (a slow run: few units per queue).
+                    assert r.status in (S.OFFSET_TOO_SMALL, S.OFFSET_FOUND_NULL, S.MESSAGE_WAS_REMOVING,
+                                        S.FOUND), (t, q, qo, r.status)
+                    assert at is None or at > qo, (t, q, qo, at)
+                    assert wrote < store.get_min_phy_offset(), (t, q, qo, wrote, r.status)  # in a deleted file
                     continue
                 m = r.messages[0]
                 assert owner(bytes(m.decode().body)) == (pid, seq)
                 assert wrote < 0 or m.commit_log_offset == wrote
                 found += 1
-        assert memory or found > len(run.acks) // 3
+        # (a share of what was acked, as this once read, depends on the machine: the cleaner deletes
+        # about a file per 0.1 s round whatever the producers' speed, so on a slow machine it kept up
+        # with them and only the newest three files were left; what was not found lay in a
+        # deleted file, checked above)
+        assert memory or found > 0
 
         max_phy = store.get_max_phy_offset()
         store.shutdown()

@@ -5,9 +5,19 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from collections.abc import Callable
 
 from rmqlab.events import Appended, EventBus, Flushed
 from rmqlab.widgets._throttle import EventRouter, Throttle
+
+
+def _until(cond: Callable[[], bool], timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
 
 
 def test_burst_of_1000_events_is_a_few_redraws():
@@ -20,6 +30,9 @@ def test_burst_of_1000_events_is_a_few_redraws():
         bus.publish(Appended("commitlog", "f", i, 1, i))
         if i % 100 == 0:
             bus.publish(Flushed("commitlog", i))
+    # the redraw thread runs when the OS lets it: wait for its first redraw (however busy the
+    # machine), then a little more to catch any redraw beyond the rate
+    assert _until(lambda: throttle.redraws >= 1)
     time.sleep(0.35)
     router.close()
     throttle.close()
@@ -52,7 +65,8 @@ def test_slow_redraw_keeps_duty_bounded():
 
     throttle = Throttle(slow, max_hz=100, duty=0.25)
     stop = time.monotonic() + 0.8
-    while time.monotonic() < stop:
+    deadline = time.monotonic() + 30  # a busy machine stretches each redraw (and its pause): wait for 3
+    while time.monotonic() < stop or (throttle.redraws < 3 and time.monotonic() < deadline):
         throttle.mark("x")
         time.sleep(0.002)
     throttle.close()

@@ -26,6 +26,7 @@ __all__ = [
     "is_lmq_topic",
     "is_rocksdb_listing",
     "is_system_topic",
+    "offset_overflow",
     "offset_to_file_name",
     "parse_index_file_name",
     "parse_offset_file_name",
@@ -81,6 +82,18 @@ def parse_offset_file_name(name: str) -> int | None:
         return None
     value = int(name)
     return value if value <= _LONG_MAX else None
+
+
+def offset_overflow(start: int, file_size: int) -> str | None:
+    """Why the records of a CommitLog file named ``start`` are not read, or None: the file ends
+    past ``Long.MAX_VALUE`` (``start + file_size`` overflows a signed 64-bit long). RocketMQ
+    computes that end (a file's max offset, the next file's name), so it could never have
+    written such a file (a stray or renamed one); its offsets are no log offsets."""
+    end = start + file_size
+    if end <= _LONG_MAX:
+        return None
+    return (f"file name {start} + file size {file_size} = {end} is past Long.MAX_VALUE ({_LONG_MAX}): its "
+            "offsets overflow a signed 64-bit long, RocketMQ could never have written this file")
 
 
 def roll_next_file(offset: int, file_size: int) -> int:

@@ -6,10 +6,11 @@ valid units and each index file's item columns as numpy arrays, zero-copy where 
 * layout — file names are start offsets, sizes equal the file size (a shorter *last* CommitLog
   file is ``info``), no gaps; index files have a known layout;
 * CommitLog — every record decodes (damage: ``commitlog_<reason>`` at the exact offset, the
-  walk of that file stops there, like recovery); the stored physical offset equals the
-  position (stale records of a reused file); blank records only at file ends; a non-last
-  file ends with a blank; with ``check_crc`` each body CRC (``commitlog_crc_mismatch``;
-  the walk goes on);
+  walk of that file stops there, like recovery; a file whose name + file size is past
+  ``Long.MAX_VALUE``, which no broker wrote, is ``commitlog_offset_overflow`` at its start,
+  none of its records read); the stored physical offset equals the position (stale records
+  of a reused file); blank records only at file ends; a non-last file ends with a blank;
+  with ``check_crc`` each body CRC (``commitlog_crc_mismatch``; the walk goes on);
 * CQ -> log — every unit points at a record start with the same topic, queue, queue offset,
   size and tags code, or is a multi-dispatch (LMQ) unit: the record names the unit's queue and
   queue offset in ``INNER_MULTI_DISPATCH``/``INNER_MULTI_QUEUE_OFFSET`` (``cq_unit_no_record``,
@@ -53,7 +54,7 @@ from rmqlab.codec.consume_queue_unit import CQ_STORE_UNIT_SIZE, MAX_ADDR
 from rmqlab.codec.flags import INNER_BATCH_FLAG, SCHEDULE_TOPIC, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
 from rmqlab.codec.index_layout import HASH_SLOT_SIZE, INDEX_HEADER_SIZE, INDEX_SIZE, index_file_size
 from rmqlab.codec.multi_dispatch import MultiDispatchPairs, is_multi_dispatch_unit
-from rmqlab.codec.names import COMPACTION_DIR, parse_offset_file_name
+from rmqlab.codec.names import COMPACTION_DIR, offset_overflow, parse_offset_file_name
 from rmqlab.inspect.frames import index_items, index_slots
 
 if TYPE_CHECKING:
@@ -217,7 +218,9 @@ def verify(snap: StoreSnapshot, *, check_crc: bool = False,
     log_files = snap.commit_log_files
     from rmqlab.inspect.snapshot import scan_end
 
-    last_data = max((i for i, mf in enumerate(log_files) if scan_end(mf.buffer) > 0), default=-1)
+    # (a file ending past a long is not read: no data of its own makes an older file non-last)
+    last_data = max((i for i, mf in enumerate(log_files) if scan_end(mf.buffer) > 0
+                     and not offset_overflow(mf.file_from_offset, mf.file_size)), default=-1)
     for n, mf in enumerate(log_files):
         found: list[Finding] = []
         recs = _walk_file(snap, mf, queue_ids | batch_ids, check_crc, last=n >= last_data, out=found)

@@ -52,7 +52,7 @@ from rmqlab.codec.flags import (
     TRANSACTION_ROLLBACK_TYPE,
 )
 from rmqlab.codec.index_layout import HASH_SLOT_SIZE, INDEX_HEADER_SIZE, INDEX_SIZE
-from rmqlab.codec.names import LMQ_PREFIX
+from rmqlab.codec.names import LMQ_PREFIX, offset_overflow
 from rmqlab.spark import schemas
 from rmqlab.spark.sources import written_index_items
 
@@ -233,8 +233,10 @@ def _store_meta(path: str) -> _StoreMeta:
     with open_snapshot(path) as snap:
         size = snap.commit_log_file_size
         log = snap.commit_log_files
-        # verify's "last file with data": only the first record header of each file matters
-        last_data = max((i for i, mf in enumerate(log) if _first_header_ok(mf.buffer)), default=-1)
+        # verify's "last file with data": only the first record header of each file matters (a
+        # file ending past a long is not read, whatever it holds)
+        last_data = max((i for i, mf in enumerate(log) if _first_header_ok(mf.buffer)
+                         and not offset_overflow(mf.file_from_offset, size)), default=-1)
         files = [(snap.path, os.path.relpath(mf.file_name, snap.path), mf.file_from_offset,
                   _long(mf.file_from_offset + size), mf.mapped_length, int(n >= last_data)) for n, mf in enumerate(log)]
         queues = []

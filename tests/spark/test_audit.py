@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 from typing import Any
 
 import pytest
@@ -110,6 +111,47 @@ def test_stray_file_named_near_long_max(spark: Any, stores: dict[str, Any], tmp_
     want = sorted(f if f[4] <= LONG_MAX else (*f[:4], LONG_MAX, f[5]) for p in paths for f in _verify(p))
     assert got == want
     kinds = sorted((f[2] == paths[1], f[1]) for f in want)
-    assert kinds == [(False, "file_gap"), (False, "file_name_misaligned"),
-                     (True, "file_gap"), (True, "file_name_misaligned"), (True, "short_last_file")]
+    assert kinds == [(False, "commitlog_offset_overflow"), (False, "file_gap"), (False, "file_name_misaligned"),
+                     (True, "commitlog_offset_overflow"), (True, "file_gap"), (True, "file_name_misaligned"),
+                     (True, "short_last_file")]
     assert [f[4] for f in _verify(paths[1]) if f[1] == "short_last_file"] == [9223372036854775000 + 1000]
+
+
+def test_stray_records_named_near_long_max(spark: Any, stores: dict[str, Any], tmp_path: Any) -> None:
+    """Real records in CommitLog files whose name + file size is past Long.MAX_VALUE (a file
+    copied under such a name) failed the audit: offsets past a long in ``file_walks`` (ANSI
+    overflow) and in the source's error row (Arrow). Now the audit reports what verify reports:
+    ``commitlog_offset_overflow`` at each such file's name, none of its records read, units and
+    index items pointing into it past the readable log, and the rest of the store as usual (the
+    real last file stays the last: no ``file_not_full``)."""
+    import shutil
+
+    from rmqlab.spark.jobs import LONG_MAX, audit
+    from rmqlab.testing import damage
+
+    src = stores["clean-small"]
+    data = (src / "commitlog" / "00000000000000065536").read_bytes()
+    one, two = tmp_path / "one", tmp_path / "two"
+    shutil.copytree(src, one)
+    (one / "commitlog" / "09223372036854774784").write_bytes(data)  # misaligned; byte 1024 on: past a long
+    shutil.copytree(src, two)
+    (two / "commitlog" / "09223372036854710272").write_bytes(data)  # aligned, ends at 2**63
+    (two / "commitlog" / "09223372036854775000").write_bytes(data[:500])  # short, overlapping the one before
+    cq = two / "consumequeue" / "TopicA" / "0" / f"{0:020d}"  # unit 1 into the first, an index item into the second
+    damage.set_bytes(cq, 20, struct.pack(">q", 9223372036854710272 + 309))
+    idx = sorted((two / "index").iterdir())[0]
+    damage.set_bytes(idx, 40 + 64 * 4 + 20 + 4, struct.pack(">q", 9223372036854775000 + 8))
+    paths = [str(one), str(two)]
+    findings, _ = audit(spark, paths)
+    got = sorted(tuple(r) for r in findings.collect())
+    want = sorted(f for p in paths for f in _verify(p))
+    assert got == want
+    assert all(0 <= f[4] <= LONG_MAX for f in want)
+    over = [(f[2] == paths[1], f[3], f[4]) for f in want if f[1] == "commitlog_offset_overflow"]
+    assert sorted(over) == [(False, "commitlog/09223372036854774784", 9223372036854774784),
+                            (True, "commitlog/09223372036854710272", 9223372036854710272),
+                            (True, "commitlog/09223372036854775000", 9223372036854775000)]
+    assert "overflow a signed 64-bit long, RocketMQ could never have written this file" in want[0][5]
+    kinds = {f[1] for f in want}
+    assert {"cq_units_past_log_end", "index_items_past_log_end", "file_overlap"} <= kinds
+    assert not kinds & {"file_not_full", "commitlog_phys_offset_mismatch", "blank_not_at_file_end"}

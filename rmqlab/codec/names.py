@@ -18,6 +18,7 @@ from rmqlab.errors import InvalidTopic
 __all__ = [
     "COMPACTION_DIR",
     "CONSUME_QUEUE_EXT_DIR",
+    "LONG_MAX",
     "TOPIC_MAX_LENGTH",
     "consume_queue_dir",
     "consume_queue_path",
@@ -26,6 +27,7 @@ __all__ = [
     "is_lmq_topic",
     "is_rocksdb_listing",
     "is_system_topic",
+    "offset_overflow",
     "offset_to_file_name",
     "parse_index_file_name",
     "parse_offset_file_name",
@@ -71,7 +73,8 @@ def offset_to_file_name(offset: int) -> str:
     return f"{offset:020d}"
 
 
-_LONG_MAX = (1 << 63) - 1
+#: Java's Long.MAX_VALUE: the largest offset (and file name) RocketMQ can hold
+LONG_MAX = (1 << 63) - 1
 
 
 def parse_offset_file_name(name: str) -> int | None:
@@ -80,7 +83,19 @@ def parse_offset_file_name(name: str) -> int | None:
     if not _OFFSET_NAME.fullmatch(name):
         return None
     value = int(name)
-    return value if value <= _LONG_MAX else None
+    return value if value <= LONG_MAX else None
+
+
+def offset_overflow(start: int, file_size: int) -> str | None:
+    """Why the records of a CommitLog file named ``start`` are not read, or None: the file ends
+    past ``Long.MAX_VALUE`` (``start + file_size`` overflows a signed 64-bit long). RocketMQ
+    computes that end (a file's max offset, the next file's name), so it could never have
+    written such a file (a stray or renamed one); its offsets are no log offsets."""
+    end = start + file_size
+    if end <= LONG_MAX:
+        return None
+    return (f"file name {start} + file size {file_size} = {end} is past Long.MAX_VALUE ({LONG_MAX}): its "
+            "offsets overflow a signed 64-bit long, RocketMQ could never have written this file")
 
 
 def roll_next_file(offset: int, file_size: int) -> int:

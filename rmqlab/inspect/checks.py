@@ -6,10 +6,11 @@ valid units and each index file's item columns as numpy arrays, zero-copy where 
 * layout — file names are start offsets, sizes equal the file size (a shorter *last* CommitLog
   file is ``info``), no gaps; index files have a known layout;
 * CommitLog — every record decodes (damage: ``commitlog_<reason>`` at the exact offset, the
-  walk of that file stops there, like recovery); the stored physical offset equals the
-  position (stale records of a reused file); blank records only at file ends; a non-last
-  file ends with a blank; with ``check_crc`` each body CRC (``commitlog_crc_mismatch``;
-  the walk goes on);
+  walk of that file stops there, like recovery; a file whose name + file size is past
+  ``Long.MAX_VALUE``, which no broker wrote, is ``commitlog_offset_overflow`` at its start,
+  none of its records read); the stored physical offset equals the position (stale records
+  of a reused file); blank records only at file ends; a non-last file ends with a blank;
+  with ``check_crc`` each body CRC (``commitlog_crc_mismatch``; the walk goes on);
 * CQ -> log — every unit points at a record start with the same topic, queue, queue offset,
   size and tags code, or is a multi-dispatch (LMQ) unit: the record names the unit's queue and
   queue offset in ``INNER_MULTI_DISPATCH``/``INNER_MULTI_QUEUE_OFFSET`` (``cq_unit_no_record``,
@@ -53,7 +54,7 @@ from rmqlab.codec.consume_queue_unit import CQ_STORE_UNIT_SIZE, MAX_ADDR
 from rmqlab.codec.flags import INNER_BATCH_FLAG, SCHEDULE_TOPIC, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE
 from rmqlab.codec.index_layout import HASH_SLOT_SIZE, INDEX_HEADER_SIZE, INDEX_SIZE, index_file_size
 from rmqlab.codec.multi_dispatch import MultiDispatchPairs, is_multi_dispatch_unit
-from rmqlab.codec.names import COMPACTION_DIR, parse_offset_file_name
+from rmqlab.codec.names import COMPACTION_DIR, LONG_MAX, offset_overflow, parse_offset_file_name
 from rmqlab.inspect.frames import index_items, index_slots
 
 if TYPE_CHECKING:
@@ -217,13 +218,17 @@ def verify(snap: StoreSnapshot, *, check_crc: bool = False,
     log_files = snap.commit_log_files
     from rmqlab.inspect.snapshot import scan_end
 
-    last_data = max((i for i, mf in enumerate(log_files) if scan_end(mf.buffer) > 0), default=-1)
+    # (a file ending past a long is not read: no data of its own makes an older file non-last)
+    last_data = max((i for i, mf in enumerate(log_files) if scan_end(mf.buffer) > 0
+                     and not offset_overflow(mf.file_from_offset, mf.file_size)), default=-1)
     for n, mf in enumerate(log_files):
         found: list[Finding] = []
         recs = _walk_file(snap, mf, queue_ids | batch_ids, check_crc, last=n >= last_data, out=found)
         yield from found
         newest_ts = max(newest_ts, recs.newest_ts)
-        lo, hi = mf.file_from_offset, mf.file_from_offset + snap.commit_log_file_size
+        # (ends at most Long.MAX_VALUE, as the Spark audit's LongType columns hold them: only a file
+        # ending past a long, none of it read, has its end cut, and no offset lies past it)
+        lo, hi = mf.file_from_offset, min(mf.file_from_offset + snap.commit_log_file_size, LONG_MAX)
         if not (snap.rocksdb_consume_queue and not queues):  # (the queues are in RocksDB)
             yield from _log_to_cq(snap, mf, recs, queues, skip=set(batches))
         yield from _cq_to_log(snap, recs, queues, queue_ids, lo, hi)
@@ -232,7 +237,7 @@ def verify(snap: StoreSnapshot, *, check_crc: bool = False,
         yield from _index_to_log(recs, indexes, lo, hi)
         if progress is not None:
             progress(mf.mapped_length)
-    end = log_files[-1].file_from_offset + snap.commit_log_file_size if log_files else 0
+    end = min(log_files[-1].file_from_offset + snap.commit_log_file_size, LONG_MAX) if log_files else 0
     yield from _outside_log(snap, queues, queue_ids, indexes, end)
     yield from bc.bcq_outside_log(snap, batches, end)
     yield from _check_checkpoint(snap, newest_ts)

@@ -22,6 +22,11 @@ Sizes are inferred from the files, since a store dir does not record its configu
 A CommitLog file shorter than the configured size (a trimmed sample, see ``data/README.md``) is
 accepted as the last file: its missing tail counts as unwritten space.
 
+A CommitLog file named so near ``Long.MAX_VALUE`` that its end (name + file size) is past it
+(:func:`~rmqlab.codec.names.offset_overflow`: no broker wrote it) is mapped, but its records are
+not read: every walk of it stops at its first byte with the damage ``offset_overflow``, so no
+offset past a long (or wrapped below zero) comes out of a snapshot.
+
 ``consumequeue_ext/`` (a store written with ``enableConsumeQueueExt``) is mapped whatever the
 configuration: its file size is inferred the same way (48 MiB by default). Ext addresses are
 resolved against the bytes of its files as they are (no recovery runs): a unit is there when its
@@ -52,6 +57,7 @@ from rmqlab.codec.names import (
     COMPACTION_DIR,
     infer_file_size,
     is_rocksdb_listing,
+    offset_overflow,
     parse_offset_file_name,
 )
 from rmqlab.codec.scan import RecordColumns, header_hop, scan_records
@@ -314,7 +320,7 @@ class StoreSnapshot:
     def max_offset(self) -> int:
         """End of the readable log: where the walk stops in the newest non-empty file."""
         for mf in reversed(self.commit_log_files):
-            end = scan_end(mf.buffer)
+            end = 0 if offset_overflow(mf.file_from_offset, mf.file_size) else scan_end(mf.buffer)
             if end > 0:
                 return mf.file_from_offset + end
         return self.min_offset
@@ -379,6 +385,12 @@ class StoreSnapshot:
         mf: MappedFile, pos: int = 0, *, check_crc: bool = False, damage: list[Damage] | None = None
     ) -> Iterator[tuple[str, int, MessageRecord | BlankRecord]]:
         """One file's records from byte ``pos``; damage as in :meth:`iter_records`."""
+        why = offset_overflow(mf.file_from_offset, mf.file_size)
+        if why is not None:
+            if damage is None:
+                raise CorruptRecord(mf.name, mf.file_from_offset, "offset_overflow", why)
+            damage.append(Damage(mf.name, mf.file_from_offset, "offset_overflow", why))
+            return
         try:
             for off, rec in iter_records(mf.buffer, pos, check_crc=check_crc, file=mf.name,
                                          base_offset=mf.file_from_offset):
@@ -406,7 +418,14 @@ class StoreSnapshot:
     @staticmethod
     def scan_file(mf: MappedFile, pos: int = 0, *, chunk: int | None = SCAN_CHUNK,
                   **kwargs: Any) -> Iterator[RecordColumns]:
-        """One file's records from byte ``pos`` as chunks of at most ``chunk`` records."""
+        """One file's records from byte ``pos`` as chunks of at most ``chunk`` records; none, and
+        the damage ``offset_overflow`` at the file's start, when the file ends past a long."""
+        why = offset_overflow(mf.file_from_offset, mf.file_size)
+        if why is not None:
+            cols = scan_records(mf.buffer, 0, 0, base_offset=mf.file_from_offset, file=mf.name, **kwargs)
+            cols.error = CorruptRecord(mf.name, mf.file_from_offset, "offset_overflow", why)
+            yield cols
+            return
         while True:
             cols = scan_records(mf.buffer, pos, base_offset=mf.file_from_offset, file=mf.name,
                                 max_records=chunk, **kwargs)

@@ -52,7 +52,7 @@ from rmqlab.codec.flags import (
     TRANSACTION_ROLLBACK_TYPE,
 )
 from rmqlab.codec.index_layout import HASH_SLOT_SIZE, INDEX_HEADER_SIZE, INDEX_SIZE
-from rmqlab.codec.names import LMQ_PREFIX
+from rmqlab.codec.names import LMQ_PREFIX, LONG_MAX, offset_overflow
 from rmqlab.spark import schemas
 from rmqlab.spark.sources import written_index_items
 
@@ -209,14 +209,10 @@ class _StoreMeta:
     figures: list[tuple[Any, ...]] = field(default_factory=list)
 
 
-#: Java's Long.MAX_VALUE: the most a LongType column holds
-LONG_MAX = (1 << 63) - 1
-
-
 def _long(v: int) -> int:
-    """``v`` for a LongType column: at most :data:`LONG_MAX`. A file named near Long.MAX_VALUE
-    ends past it (its name + the file size); no record or unit offset (a long) reaches that end,
-    so comparing offsets with ``LONG_MAX`` instead finds what verify finds with the exact end."""
+    """``v`` for a LongType column: at most ``LONG_MAX``. A file named near Long.MAX_VALUE ends
+    past it (its name + the file size; its records are not read); verify cuts the file and log
+    ends it compares offsets with the same way, so a unit at ``LONG_MAX`` is past the log on both."""
     return min(v, LONG_MAX)
 
 
@@ -233,8 +229,10 @@ def _store_meta(path: str) -> _StoreMeta:
     with open_snapshot(path) as snap:
         size = snap.commit_log_file_size
         log = snap.commit_log_files
-        # verify's "last file with data": only the first record header of each file matters
-        last_data = max((i for i, mf in enumerate(log) if _first_header_ok(mf.buffer)), default=-1)
+        # verify's "last file with data": only the first record header of each file matters (a
+        # file ending past a long is not read, whatever it holds)
+        last_data = max((i for i, mf in enumerate(log) if _first_header_ok(mf.buffer)
+                         and not offset_overflow(mf.file_from_offset, size)), default=-1)
         files = [(snap.path, os.path.relpath(mf.file_name, snap.path), mf.file_from_offset,
                   _long(mf.file_from_offset + size), mf.mapped_length, int(n >= last_data)) for n, mf in enumerate(log)]
         queues = []
@@ -646,7 +644,8 @@ def _located(units: DataFrame, items: DataFrame, walks: DataFrame, stores: DataF
         ("lo_w", "SELECT store, file AS log_file, base, hi, `end` FROM {walks}"),
     ]
     final = (f"SELECT /*+ BROADCAST(lo_w) */ {cols} FROM lo_s {join} lo_w ON lo_w.store = lo_s.store "
-             "AND lo_w.base = lo_s.`offset` - pmod(lo_s.`offset`, lo_s.file_size) WHERE lo_s.aligned = 1")
+             "AND lo_w.base = lo_s.`offset` - pmod(lo_s.`offset`, lo_s.file_size) AND lo_s.`offset` < lo_w.hi "
+             "WHERE lo_s.aligned = 1")  # (< hi: false only for Long.MAX_VALUE in a file ending past a long)
     if misaligned:
         final += (f" UNION ALL SELECT /*+ BROADCAST(lo_w) */ {cols} FROM lo_s {join} lo_w ON lo_w.store = "
                   "lo_s.store AND lo_s.`offset` >= lo_w.base AND lo_s.`offset` < lo_w.hi WHERE lo_s.aligned = 0")

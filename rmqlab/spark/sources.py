@@ -89,7 +89,7 @@ from rmqlab.codec.index_layout import (
     index_file_size,
 )
 from rmqlab.codec.message import MIN_RECORD_SIZE, calc_msg_length
-from rmqlab.codec.names import infer_file_size, parse_offset_file_name
+from rmqlab.codec.names import infer_file_size, offset_overflow, parse_offset_file_name
 from rmqlab.codec.properties import raw_property_value
 from rmqlab.codec.scan import RecordColumns, scan_records
 from rmqlab.spark import schemas
@@ -167,9 +167,14 @@ def commit_log_files(store: str) -> list[tuple[str, int, int]]:
     """``(name, base offset, size)`` of a store's non-empty CommitLog files, oldest first; a file
     longer than the store's file size (bytes appended by damage) counts up to that size, as
     ``rmqlab.inspect`` maps it."""
+    return _commit_log_files(store)[0]
+
+
+def _commit_log_files(store: str) -> tuple[list[tuple[str, int, int]], int]:
+    """:func:`commit_log_files` and the store's CommitLog file size."""
     files = _offset_files(os.path.join(store, "commitlog"))
     nominal = _nominal_size([files], 1 << 30)
-    return [(n, base, min(size, nominal)) for n, base, size in files]
+    return [(n, base, min(size, nominal)) for n, base, size in files], nominal
 
 
 def _open(path: str, length: int = -1) -> tuple[Any, Any]:
@@ -230,7 +235,8 @@ def split_points(buf: Any, split_bytes: int) -> list[int]:
 @dataclass(frozen=True)
 class CommitLogPartition(InputPartition):
     """Records of one CommitLog file from byte ``start`` up to ``end`` (None: the end of the
-    ``length`` bytes read; -1: the file's end)."""
+    ``length`` bytes read; -1: the file's end). ``overflow``: why the file is not read (it ends
+    past a long, :func:`~rmqlab.codec.names.offset_overflow`): one error row at ``base``."""
 
     store: str
     path: str
@@ -238,6 +244,7 @@ class CommitLogPartition(InputPartition):
     start: int = 0
     end: int | None = None
     length: int = -1
+    overflow: str | None = None
 
 
 class _CommitLogBatches:
@@ -286,8 +293,13 @@ class CommitLogReader(DataSourceReader):
     def partitions(self) -> list[InputPartition]:
         parts: list[InputPartition] = []
         for store in self.stores:
-            for name, base, size in commit_log_files(store):
+            files, file_size = _commit_log_files(store)
+            for name, base, size in files:
                 path = os.path.join(store, "commitlog", name)
+                why = offset_overflow(base, file_size)
+                if why is not None:  # (as rmqlab.inspect's walk: no offset past a long)
+                    parts.append(CommitLogPartition(store, path, base, length=size, overflow=why))
+                    continue
                 cuts: list[int] = []
                 if 0 < self.split_bytes < size:
                     f, buf = _open(path, size)
@@ -308,6 +320,10 @@ class CommitLogReader(DataSourceReader):
         p = partition
         file = os.path.relpath(p.path, p.store)
         out = _CommitLogBatches(self.arrow)
+        if p.overflow is not None:
+            out.add_other(p.store, file, p.base, "error", error="offset_overflow", detail=p.overflow)
+            yield out.batch()
+            return
         f, buf = _open(p.path, p.length)
         try:
             pos = p.start

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from rmqlab.codec.index_layout import item_position
@@ -139,6 +140,45 @@ def test_a_file_named_past_long_max_is_a_stray_file(store_copy: Callable[[str], 
     with open_snapshot(root) as snap:
         files = snap.files()
     assert "consumequeue/TopicA/0/99999999999999999999" in set(files["path"])
+
+
+def test_records_in_a_file_ending_past_long_max_are_not_read(store_copy: Callable[[str], Path]) -> None:
+    """A real CommitLog file copied under a name near Long.MAX_VALUE (name + file size past it):
+    its record offsets overflowed (numpy wrapped them below zero, so verify reported a stale record
+    at every one). Now one finding names the file and says why, the walk stops at its start and
+    the rest of the store is checked as before: the real last file is still the last one."""
+    import json
+
+    from click.testing import CliRunner
+
+    from rmqlab.cli import main
+    from tests.inspect.conftest import full_inspection
+
+    root = store_copy("clean-small")
+    name = "09223372036854774784"  # 2**63 - 1024: records from byte 1024 on would be past a long
+    (root / "commitlog" / name).write_bytes((root / "commitlog" / "00000000000000065536").read_bytes())
+    base = int(name)
+    found = _problems(root)
+    assert [(f.kind, f.file, f.offset) for f in found] == [
+        ("file_name_misaligned", f"commitlog/{name}", base), ("file_gap", f"commitlog/{name}", base),
+        ("commitlog_offset_overflow", f"commitlog/{name}", base)]
+    assert found[2].message == (
+        f"file name {base} + file size 65536 = {base + 65536} is past Long.MAX_VALUE ({2**63 - 1}): its offsets "
+        "overflow a signed 64-bit long, RocketMQ could never have written this file; the walk of this file stops here")
+    with open_snapshot(root) as snap:
+        assert snap.max_offset == 583309  # the real log's end, as without the file
+        damage: list[Any] = []
+        msgs = snap.messages(damage=damage)
+        assert [(d.file, d.offset, d.reason) for d in damage] == [(name, base, "offset_overflow")]
+        assert name not in set(msgs.file)
+        offsets = np.concatenate([c.offset for _, c in snap.scan()])
+        assert offsets.min() >= 0
+        assert offsets.max() < 583309
+        assert int(snap.topics().messages.sum()) == len(msgs) == 600  # clean-small's, none counted twice
+    r = CliRunner().invoke(main, ["verify", str(root), "--json"])
+    assert r.exit_code == 1
+    assert [f["kind"] for f in json.loads(r.stdout)["findings"]] == [f.kind for f in found]
+    full_inspection(root)  # every frame and command: no traceback
 
 
 def test_torn_tail_and_file_gap(store_copy: Callable[[str], Path]) -> None:

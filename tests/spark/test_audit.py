@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import struct
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -110,6 +112,58 @@ def test_stray_file_named_near_long_max(spark: Any, stores: dict[str, Any], tmp_
     want = sorted(f if f[4] <= LONG_MAX else (*f[:4], LONG_MAX, f[5]) for p in paths for f in _verify(p))
     assert got == want
     kinds = sorted((f[2] == paths[1], f[1]) for f in want)
-    assert kinds == [(False, "file_gap"), (False, "file_name_misaligned"),
-                     (True, "file_gap"), (True, "file_name_misaligned"), (True, "short_last_file")]
+    assert kinds == [(False, "commitlog_offset_overflow"), (False, "file_gap"), (False, "file_name_misaligned"),
+                     (True, "commitlog_offset_overflow"), (True, "file_gap"), (True, "file_name_misaligned"),
+                     (True, "short_last_file")]
     assert [f[4] for f in _verify(paths[1]) if f[1] == "short_last_file"] == [9223372036854775000 + 1000]
+
+
+def test_stray_records_named_near_long_max(spark: Any, stores: dict[str, Any], tmp_path: Any) -> None:
+    """Real records in CommitLog files whose name + file size is past Long.MAX_VALUE (a file
+    copied under such a name) failed the audit: offsets past a long in ``file_walks`` (ANSI
+    overflow) and in the source's error row (Arrow). Now the audit reports what verify reports:
+    ``commitlog_offset_overflow`` at each such file's name, none of its records read, units and
+    index items pointing into it past the readable log (one at Long.MAX_VALUE itself past the
+    log, whose end both cut there, on the aligned and the range join path), and the rest of the
+    store as usual (the real last file stays the last: no ``file_not_full``)."""
+    import shutil
+
+    from rmqlab.spark.jobs import LONG_MAX, audit
+    from rmqlab.testing import damage
+
+    src = stores["clean-small"]
+    data = (src / "commitlog" / "00000000000000065536").read_bytes()
+    paths = [tmp_path / n for n in ("one", "two", "three")]
+    for p in paths:
+        shutil.copytree(src, p)
+    one, two, three = paths
+    cq, first_index = Path("consumequeue", "TopicA", "0", f"{0:020d}"), sorted((src / "index").iterdir())[0].name
+    item = 40 + 64 * 4 + 20 + 4  # item 1's phy_offset
+    (one / "commitlog" / "09223372036854774784").write_bytes(data)  # misaligned; byte 1024 on: past a long
+    damage.set_bytes(one / cq, 40, struct.pack(">q", LONG_MAX))
+    (two / "commitlog" / "09223372036854710272").write_bytes(data)  # aligned, ends at 2**63
+    (two / "commitlog" / "09223372036854775000").write_bytes(data[:500])  # short, overlapping the one before
+    damage.set_bytes(two / cq, 20, struct.pack(">q", 9223372036854710272 + 309))  # into the first
+    damage.set_bytes(two / "index" / first_index, item, struct.pack(">q", 9223372036854775000 + 8))  # the second
+    (three / "commitlog" / "09223372036854710272").write_bytes(data)  # every file name aligned: the equi-join
+    damage.set_bytes(three / cq, 40, struct.pack(">q", LONG_MAX))
+    damage.set_bytes(three / "index" / first_index, item, struct.pack(">q", LONG_MAX))
+    findings, _ = audit(spark, [str(p) for p in paths])
+    got = sorted(tuple(r) for r in findings.collect())
+    want = sorted(f for p in paths for f in _verify(str(p)))
+    assert got == want
+    assert all(0 <= f[4] <= LONG_MAX for f in want)
+    over = sorted((f[2], f[3], f[4]) for f in want if f[1] == "commitlog_offset_overflow")
+    assert over == sorted([(str(one), "commitlog/09223372036854774784", 9223372036854774784),
+                           (str(two), "commitlog/09223372036854710272", 9223372036854710272),
+                           (str(two), "commitlog/09223372036854775000", 9223372036854775000),
+                           (str(three), "commitlog/09223372036854710272", 9223372036854710272)])
+    assert "overflow a signed 64-bit long, RocketMQ could never have written this file" in want[0][5]
+    past = sorted((f[2], f[1], f[5].endswith(f"(end {LONG_MAX})")) for f in want if "past_log_end" in f[1])
+    assert past == sorted([(str(one), "cq_units_past_log_end", True), (str(two), "cq_units_past_log_end", False),
+                           # (the item is in both files' ranges, as they overlap)
+                           (str(two), "index_items_past_log_end", False), (str(two), "index_items_past_log_end", False),
+                           (str(three), "cq_units_past_log_end", True), (str(three), "index_items_past_log_end", True)])
+    kinds = {f[1] for f in want}
+    assert "file_overlap" in kinds
+    assert not kinds & {"file_not_full", "commitlog_phys_offset_mismatch", "blank_not_at_file_end"}

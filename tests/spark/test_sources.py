@@ -104,6 +104,35 @@ def test_split_bytes_gives_the_same_rows(spark: Any, stores: dict[str, Any]) -> 
     assert_df_equality(split.select(*cols), whole.select(*cols), ignore_row_order=True)
 
 
+def test_a_file_ending_past_long_max_is_one_error_row(spark: Any, stores: dict[str, Any], tmp_path: Path) -> None:
+    """Records in a CommitLog file whose name + file size is past Long.MAX_VALUE: the read failed
+    (Arrow refused the error row's offset past a long; message offsets had wrapped below zero).
+    Now the file is one ``offset_overflow`` error row at its name, as the snapshot's walk reports
+    it, and every other row is the snapshot's (split or not)."""
+    import shutil
+
+    from rmqlab.inspect import open_snapshot
+
+    root = tmp_path / "stray"
+    shutil.copytree(stores["clean-small"], root)
+    name = "09223372036854774784"
+    (root / "commitlog" / name).write_bytes((root / "commitlog" / "00000000000000065536").read_bytes())
+    path = str(root)
+    damage: list[Any] = []
+    with open_snapshot(path) as snap:
+        snap.messages(damage=damage)
+    want = _snapshot_messages(path)
+    for split in ("0", "16384"):
+        pdf = spark.read.format("rmq_commitlog").option("split_bytes", split).load(path).toPandas()
+        errors = pdf[pdf.record_type == "error"]
+        assert [(r.file, r.offset, r.error, r.error_detail) for r in errors.itertuples()] == \
+            [(f"commitlog/{d.file}", d.offset, d.reason, d.detail) for d in damage] == \
+            [(f"commitlog/{name}", int(name), "offset_overflow", damage[0].detail)]
+        got = pdf[pdf.record_type == "message"]
+        assert len(got) == len(want) == 600
+        assert got.offset.between(0, 583309).all()
+
+
 def test_multi_dispatch_column(spark: Any, stores: dict[str, Any]) -> None:
     """``multi_dispatch`` (asked for by name): a record's (queue, queue offset) pairs, as the
     snapshot's scan reads them; null for records without any, and for a whole plain store."""

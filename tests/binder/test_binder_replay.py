@@ -1,4 +1,4 @@
-"""Replay the Binder (repo2docker) set-up from ``binder/`` only, then run notebooks 01-09 in it.
+"""Replay the Binder (repo2docker) set-up from ``binder/`` only, then run notebooks 01-09, 11 and 12 in it.
 
 Binder itself is not reachable from here, so this does what repo2docker does, in a fresh virtual
 environment: the Python of ``binder/runtime.txt`` when this machine has it (else this one),
@@ -134,7 +134,7 @@ def test_binder_replay_runs_the_notebooks(tmp_path: Path) -> None:
     report = json.loads(run.stdout.strip().splitlines()[-1])
     assert Path(report["kernel_prefix"]).resolve() == venv.resolve(), "notebooks ran in the wrong environment"
     results = report["results"]
-    assert [r["name"][:2] for r in results] == [f"{i:02d}" for i in (*range(1, 10), 11)]
+    assert [r["name"][:2] for r in results] == [f"{i:02d}" for i in (*range(1, 10), 11, 12)]
     failed = [r for r in results if r["error"] or r["errors"]]
     assert failed == [], json.dumps(failed, indent=1)
     print(f"binder replay: python {version}, pip {pip_s:.0f} s, notebooks "

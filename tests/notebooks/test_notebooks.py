@@ -1,4 +1,4 @@
-"""Every teaching notebook (01-09, 11) runs top to bottom in a fresh kernel with no error output.
+"""Every teaching notebook (01-09, 11, 12) runs top to bottom in a fresh kernel with no error output.
 
 Executed with nbclient from ``notebooks/`` (the working directory a reader has), each in its own
 kernel. Most of a notebook's time is the kernel start and the first plotly ``FigureWidget``
@@ -63,7 +63,7 @@ def _errors(nb: Any) -> list[str]:
 
 
 def test_all_nine_notebooks_present() -> None:
-    assert [p.name[:2] for p in NOTEBOOKS] == [f"{i:02d}" for i in (*range(1, 10), 11)]
+    assert [p.name[:2] for p in NOTEBOOKS] == [f"{i:02d}" for i in (*range(1, 10), 11, 12)]
     for path in NOTEBOOKS:
         nb = nbformat.read(path, as_version=4)
         assert nb.metadata.get("kernelspec", {}).get("name") == "python3", path.name
@@ -130,3 +130,12 @@ def test_notebook_11_shows_delay_levels_and_the_timer_wheel_at_work(executed: di
     assert "'in 45 s' delivered 45 s after its put, TIMER_ROLL_TIMES=2" in text
     assert "num = 1" in text
     assert "Orders/0 got: ['close order-2 if unpaid']" in text
+
+
+def test_notebook_12_shows_a_batch_as_one_record_and_its_units_rebuilt(executed: dict[str, dict[str, Any]]) -> None:
+    text = _stream_text(executed["12_batch_consume_queue.ipynb"]["nb"])
+    assert "topics.json Orders: attributes {'queue.type': 'BatchCQ'}" in text
+    assert "sys flag 0xc0 = INNER_BATCH|NEED_UNWRAP; INNER_NUM=5 INNER_BASE=0; QUEUEOFFSET 0" in text
+    assert "get_message from offset 6, max 1: batch_sizes [3], next_begin_offset 8" in text
+    assert "single put_message: MESSAGE_ILLEGAL; next queue offset still 42 (was 42)" in text
+    assert "after recovery: Orders/0 max offset 52 in 14 units, last batchSize 3" in text

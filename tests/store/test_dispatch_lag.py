@@ -76,28 +76,17 @@ def test_no_wait_without_a_bound_or_in_a_stepped_store(tmp_path: Path, bound: in
         store.shutdown()
 
 
-def test_a_stalled_dispatch_does_not_hold_producers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A reput whose rounds do not move it (here: made to dispatch nothing) is waited for once,
-    two rounds, then producers go on without waiting until it moves again."""
+@pytest.mark.parametrize("stub", ["_reput", "run_once"], ids=["rounds-without-a-move", "no-rounds"])
+def test_a_stalled_dispatch_does_not_hold_producers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    stub: str) -> None:
+    """A stuck reput is waited for once, then producers go on without waiting until it moves
+    again. Stuck: its rounds do not move it (``_reput`` made to dispatch nothing: two rounds),
+    or it runs no round at all (``run_once`` replaced by one that neither takes the lock nor
+    counts: half a second)."""
     store = _open(tmp_path)
     try:
-        monkeypatch.setattr(store.reput, "_reput", lambda: 0)
+        monkeypatch.setattr(store.reput, stub, lambda: 0)
         for i in range(1_500):  # ~1.6 MB: six bounds
-            assert store.put_message(_msg(i)).ok
-        assert store.dispatch_waits == 1
-        assert store.dispatch_behind_bytes() > BOUND
-    finally:
-        monkeypatch.undo()
-        store.shutdown()
-
-
-def test_a_reput_without_rounds_is_given_up_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A reput that runs no round at all (here: its round replaced by one that neither takes the
-    lock nor counts) is waited for once, half a second, as a stuck one."""
-    store = _open(tmp_path)
-    try:
-        monkeypatch.setattr(store.reput, "run_once", lambda: 0)
-        for i in range(1_500):
             assert store.put_message(_msg(i)).ok
         assert store.dispatch_waits == 1
         assert store.dispatch_behind_bytes() > BOUND

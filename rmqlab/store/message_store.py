@@ -1083,11 +1083,15 @@ class MessageStore:
         """Create (and persist in ``config/topics.json``) a topic config; ``memory=True`` routes the
         topic to the MemoryMessageStore (needs ``memory_topic_enable``). ``queue_type="BatchCQ"``
         writes the ``queue.type`` attribute as RocketMQ does: on a 5.x store the topic's queues
-        are BatchConsumeQueues (a 4.9.8 store keeps the attribute and ignores it, as 4.9.8 does)."""
+        are BatchConsumeQueues (a 4.9.8 store keeps the attribute and ignores it, as 4.9.8 does); a
+        memory topic cannot be one."""
         if memory and self.memory_store is None:
             raise RmqlabError("memory topics need MessageStoreConfig(memory_topic_enable=True)")
         if queue_type not in (None, "SimpleCQ", BATCH_CQ):
             raise RmqlabError(f"queue_type must be SimpleCQ or {BATCH_CQ}, not {queue_type!r}")
+        if memory and queue_type == BATCH_CQ:  # (a topics.json saying both: memory routing wins)
+            raise RmqlabError(f"topic {topic!r}: a memory topic cannot be {BATCH_CQ}: its messages never reach the "
+                              "CommitLog, so it has no consume queue of either kind")
         attributes = {QUEUE_TYPE_ATTRIBUTE: queue_type} if queue_type else None
         return self.topic_config_manager.create_if_absent(topic, queue_nums, memory=memory, attributes=attributes)
 

@@ -19,7 +19,7 @@ from rmqlab.codec.java_hash import java_hash
 from rmqlab.codec.message import encode_message
 from rmqlab.codec.properties import java_hashmap_order
 from rmqlab.config import MessageStoreConfig
-from rmqlab.errors import NotAStore
+from rmqlab.errors import NotAStore, RmqlabError
 from rmqlab.inspect import open_snapshot
 from rmqlab.inspect.checks import verify
 from rmqlab.store.message import Message
@@ -492,3 +492,13 @@ def test_a_power_loss_keeps_every_flushed_batch(tmp_path: Path, flush_mode: str)
     with MessageStore.open(root, cfg, threaded=False, clock=clock) as store:
         assert not store.last_exit_ok
         _check_answers(store, expected)
+
+
+def test_a_memory_topic_cannot_be_batch_cq(tmp_path: Path) -> None:
+    root = str(tmp_path / "s")
+    with MessageStore.open(root, _cfg(root, memory_topic_enable=True), threaded=False) as store:
+        with pytest.raises(RmqlabError, match="memory topic cannot be BatchCQ"):
+            store.create_topic("M", memory=True, queue_type="BatchCQ")
+        assert "M" not in store.topic_config_manager
+        store.create_topic("M", memory=True)  # a plain memory topic still is
+        assert store.put_messages([Message("M", b"x")] * 3).ok

@@ -502,3 +502,26 @@ def test_a_memory_topic_cannot_be_batch_cq(tmp_path: Path) -> None:
         assert "M" not in store.topic_config_manager
         store.create_topic("M", memory=True)  # a plain memory topic still is
         assert store.put_messages([Message("M", b"x")] * 3).ok
+
+
+def test_delay_and_timer_properties_in_a_batch_for_a_batch_cq_topic(tmp_path: Path) -> None:
+    """A delay level in a batch is refused as RocketMQ's client refuses it; a timer property
+    (TIMER_DELAY_SEC) of the messages of a batch stays inside the record's body, where 5.3.3's
+    timer hook, which reads the record's own properties, never sees it: the batch is stored and
+    readable at once, as a 5.3.3 broker stores it."""
+    root = str(tmp_path / "s")
+    with _open(root) as store:
+        store.create_topic("B", queue_type="BatchCQ")
+        r = store.put_messages([Message("B", b"x", delay_time_level=3) for _ in range(3)])
+        assert r.status is PutMessageStatus.MESSAGE_ILLEGAL
+        assert "TimeDelayLevel is not supported for batching" in r.reason
+        r = store.put_messages([Message("B", b"t%d" % i, properties={"TIMER_DELAY_SEC": "10"}) for i in range(3)])
+        assert r.ok
+        store.step()
+        with store.get_message("g", "B", 0, 0, 32) as got:
+            assert got.status is GetMessageStatus.FOUND
+            assert got.batch_sizes == [3]
+            rec = got.messages[0].decode()
+            assert "TIMER_DELAY_SEC" not in rec.properties
+            inner = decode_messages(bytes(rec.body))
+            assert [m.properties["TIMER_DELAY_SEC"] for m in inner] == ["10"] * 3

@@ -170,6 +170,16 @@ class ConsumeQueueStore:
         """5.x ``QueueTypeUtils.isBatchCq`` of the topic's config (always False on 4.9.8)."""
         return self.batch_store_path is not None and topic in self.batch_topics()
 
+    def batch_topic_names(self) -> frozenset[str]:
+        """Topics whose records may go to a BatchConsumeQueue (those with one, and those
+        configured BatchCQ): a superset, for dispatch to send them the per-record way, which
+        decides exactly (:meth:`batch_queue_for`). Empty on 4.9.8."""
+        if self.batch_store_path is None:
+            return frozenset()
+        table = self.batch_queue_table
+        topics = self.batch_topics()
+        return frozenset(topics).union(table) if table else frozenset(topics)
+
     @property
     def batch_possible(self) -> bool:
         """Whether some record may go to a BatchConsumeQueue (batched dispatch is then off)."""

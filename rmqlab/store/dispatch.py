@@ -389,14 +389,14 @@ class ReputMessageService:
     def batching(self) -> bool:
         """Whether records can be dispatched in batches: the two standard dispatchers, nobody
         subscribed to events and no crash point armed inside dispatch (each of those needs the
-        per-record order of side effects)."""
+        per-record order of side effects). Records of BatchCQ topics are dispatched one by one
+        even then (their units come from each record's INNER_BASE / INNER_NUM): a batch holding
+        one goes the per-record way whole (:meth:`dispatch_batch`)."""
         ds = self.dispatchers
         if len(ds) != 2 or type(ds[0]) is not CommitLogDispatcherBuildConsumeQueue or ds[0].multi_dispatch:
             return False  # (multi-dispatch reads each record's properties: the per-record path)
         if ds[0].cq_store.ext_store_path is not None:
             return False  # ext units (tags code, store time) are written record by record
-        if ds[0].cq_store.batch_possible:
-            return False  # BatchCQ topics: their units come from each record's INNER_BASE / INNER_NUM
         if type(ds[1]) is not CommitLogDispatcherBuildIndex:
             return False
         bus = ds[0].bus
@@ -420,6 +420,10 @@ class ReputMessageService:
             return
         cq_disp: CommitLogDispatcherBuildConsumeQueue = self.dispatchers[0]  # type: ignore[assignment]
         idx_disp: CommitLogDispatcherBuildIndex = self.dispatchers[1]  # type: ignore[assignment]
+        batch_topics = cq_disp.cq_store.batch_topic_names()
+        if batch_topics and not batch_topics.isdisjoint(batch.topic):
+            self._dispatch_each(batch.offset.tolist(), self.delay_level_table, self.max_delay_level)
+            return
         tx = batch.sys_flag & _TX_MASK
         cq_rows = np.flatnonzero((tx == flags.TRANSACTION_NOT_TYPE) | (tx == flags.TRANSACTION_COMMIT_TYPE))
         try:
@@ -456,6 +460,23 @@ class ReputMessageService:
             )
         cq_upto(n - 1)
 
+    def _dispatch_each(self, offsets: list[int], table: dict[int, int], max_level: int) -> None:
+        """``do_dispatch`` on the records at these CommitLog offsets (checked records, in order),
+        each parsed in full from the CommitLog: the per-record way, for a batch holding a record
+        of a BatchCQ topic."""
+        cl = self.commit_log
+        check = check_message_and_return_size
+        for off in offsets:
+            sel = cl.get_data(off)
+            assert sel is not None, off
+            try:
+                _size, _ok, req = check(sel.buffer, 0, check_crc=False, read_body=False, rocketmq_version=self.version,
+                                        delay_level_table=table, max_delay_level=max_level)
+            finally:
+                sel.release()
+            assert req is not None, off
+            self.do_dispatch(req)
+
     @staticmethod
     def _requests(batch: DispatchBatch) -> list[DispatchRequest]:
         """DispatchRequests for a batch built without them (the CQ fields and the index keys;
@@ -489,9 +510,14 @@ class ReputMessageService:
                 assert req is not None
                 self.do_dispatch(req)
             return
+        batch_topics = self.dispatchers[0].cq_store.batch_topic_names()  # type: ignore[attr-defined]
         for c0 in range(0, len(positions), REDISPATCH_BATCH):
             p = positions[c0 : c0 + REDISPATCH_BATCH]
-            self.dispatch_batch(self._batch_at(buf, base, p, delay_level_table, max_delay_level))
+            batch = self._batch_at(buf, base, p, delay_level_table, max_delay_level)
+            if batch_topics and not batch_topics.isdisjoint(batch.topic):  # (with recovery's delay table)
+                self._dispatch_each(batch.offset.tolist(), delay_level_table, max_delay_level)
+            else:
+                self.dispatch_batch(batch)
 
     def _batch_at(self, buf: memoryview, base: int, p: np.ndarray, table: dict[int, int], max_level: int
                   ) -> DispatchBatch:
@@ -888,6 +914,7 @@ class ReputMessageService:
             checkpoint = cq_disp.checkpoint
             index_service = idx_disp.index_service
             build = index_service._build_one if idx_disp.enabled and index_service.message_index_enable else None
+            batch_topics = cq_disp.cq_store.batch_topic_names()  # their records: the request way
             head_unpack, long_unpack = _HINT_HEAD.unpack_from, _LONG.unpack_from
             magic_v1, magic_v2 = flags.MESSAGE_MAGIC_CODE_V1, flags.MESSAGE_MAGIC_CODE_V2
         while self.reput_from_offset < end:
@@ -909,7 +936,8 @@ class ReputMessageService:
                                 run.start = i + 1
                                 runs[run.offsets[i + 1]] = run
                     # the direct way (_hint_matches inlined: the stored header agrees with the hint)
-                    if direct and hint is not None and pos + hint[0] <= limit:
+                    if direct and hint is not None and pos + hint[0] <= limit and not (
+                            batch_topics and hint[4][0] in batch_topics):
                         off = self.reput_from_offset
                         size, queue_offset, store_ts, ts_pos, d = hint
                         total, magic, stored_queue_offset, phys = head_unpack(buf, pos)

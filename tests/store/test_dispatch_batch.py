@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from rmqlab import Message, MessageStore, MessageStoreConfig
 from rmqlab.clock import ManualClock
 from rmqlab.codec import flags
+from rmqlab.codec.batch import MessageBatch
 from rmqlab.codec.index_layout import index_key_hash
 from rmqlab.codec.java_hash import java_hash, java_hash_extend, java_hash_extend_many
 from rmqlab.store import dispatch
@@ -36,7 +37,7 @@ _KEY_CHARS = "abcXYZ019-_ #%üж标😀"
 def queue_and_index_bytes(root: Path) -> dict[str, bytes]:
     """Every ConsumeQueue and index file's bytes, by path under ``root``."""
     out = {}
-    for sub in ("consumequeue", "index"):
+    for sub in ("consumequeue", "batchconsumequeue", "index"):
         for p in sorted((root / sub).rglob("*")):
             if p.is_file():
                 out[str(p.relative_to(root))] = p.read_bytes()
@@ -69,13 +70,22 @@ def _message(rng: random.Random, i: int) -> Message:
                    **kw)  # type: ignore[arg-type]
 
 
+def _put_inner_batch(store: MessageStore, rng: random.Random, i: int) -> None:
+    """A 5.x producer's batch for the BatchCQ topic ``BQ`` (one inner-batch record), with a
+    UNIQ_KEY of its own that is the same in every run."""
+    msgs = [Message("BQ", os.urandom(rng.choice([0, 40])), tags=rng.choice([None, "TagB"]),
+                    keys=rng.choice([(), [f"b{i}"]]), queue_id=i % 2) for _ in range(rng.randint(1, 6))]
+    batch = MessageBatch.from_messages(msgs, lambda: f"BQ{i:030X}", client_version=store.config.rocketmq_version)
+    assert store.put_messages(batch).ok
+
+
 def _config(root: Path, version: str, slots: int, items: int, cq_units: int) -> MessageStoreConfig:
     return MessageStoreConfig.small(str(root), rocketmq_version=version, max_hash_slot_num=slots,
                                     max_index_num=items, mapped_file_size_consume_queue=20 * cq_units)
 
 
 def _run(root: Path, config: MessageStoreConfig, seed: int, batched: bool, monkeypatch: pytest.MonkeyPatch,
-         drop_hints: bool) -> tuple[dict[str, bytes], list[object], dict[object, int]]:
+         drop_hints: bool, bcq: bool = False) -> tuple[dict[str, bytes], list[object], dict[object, int]]:
     if not batched:
         monkeypatch.setattr(ReputMessageService, "batching", lambda self: False)
     else:  # every round batched, however few records are behind (small rounds go one by one)
@@ -87,7 +97,11 @@ def _run(root: Path, config: MessageStoreConfig, seed: int, batched: bool, monke
     try:
         if seed % 2:  # a listener needs exact requests: records without hints are then parsed one by one
             store.reput.listeners.append(seen.append)
+        if bcq:  # 5.x: records of a BatchCQ topic among the others go the per-record way
+            store.create_topic("BQ", queue_type="BatchCQ")
         for i in range(rng.randint(50, 400)):
+            if bcq and rng.random() < 0.2:
+                _put_inner_batch(store, rng, i)
             r = store.put_message(_message(rng, i))
             assert r.ok
             store.clock.advance(rng.choice([0, 1, 700, 1500]))  # type: ignore[attr-defined]
@@ -113,7 +127,7 @@ def test_batched_reput_equals_one_by_one(tmp_path: Path, seed: int, monkeypatch:
     for batched in (True, False):
         root = tmp_path / f"b{batched}"
         results.append(_run(root, _config(root, version, slots, items, cq_units), seed, batched, monkeypatch,
-                            drop_hints=seed % 3 != 0))
+                            drop_hints=seed % 3 != 0, bcq=seed % 4 in (1, 2) and version != "4.9.8"))
     (fast, fast_seen, fast_dups), (slow, slow_seen, slow_dups) = results
     assert fast.keys() == slow.keys()
     for k in fast:
@@ -131,8 +145,13 @@ def test_batched_recovery_rebuild_equals_one_by_one(tmp_path: Path, seed: int,
     slots, items, cq_units = rng.choice([3, 64]), rng.choice([5, 256, 4096]), rng.choice([7, 64])
     src = tmp_path / "src"
     config = _config(src, version, slots, items, cq_units)
+    bcq = version != "4.9.8" and seed % 4 == 1
     with MessageStore.open(str(src), config, clock=ManualClock(), threaded=False) as store:
+        if bcq:  # 5.x: records of a BatchCQ topic among the others
+            store.create_topic("BQ", queue_type="BatchCQ")
         for i in range(rng.randint(100, 500)):
+            if bcq and rng.random() < 0.2:
+                _put_inner_batch(store, rng, i)
             assert store.put_message(_message(rng, i)).ok
             store.clock.advance(rng.choice([0, 900]))  # type: ignore[attr-defined]
         store.wait_dispatched()

@@ -180,11 +180,6 @@ class ConsumeQueueStore:
         topics = self.batch_topics()
         return frozenset(topics).union(table) if table else frozenset(topics)
 
-    @property
-    def batch_possible(self) -> bool:
-        """Whether some record may go to a BatchConsumeQueue (batched dispatch is then off)."""
-        return self.batch_store_path is not None and bool(self.batch_queue_table or self.batch_topics())
-
     def all_batch_queues(self) -> Iterator[tuple[str, int, BatchConsumeQueue]]:
         """``(topic, queue_id, bcq)`` for every BatchConsumeQueue, in table order."""
         for topic, queues in list(self.batch_queue_table.items()):

@@ -45,6 +45,7 @@ def run_demo(out_html: str, *, keep_store: bool = False, echo: Callable[[str], A
     """
     from rmqlab.clock import ManualClock
     from rmqlab.config import MessageStoreConfig
+    from rmqlab.files.fs import FixedDiskUsage
     from rmqlab.store.message import Message
     from rmqlab.store.message_store import MessageStore
     from rmqlab.testing.crash import IndexFlushRecorder, simulate_power_loss
@@ -63,33 +64,38 @@ def run_demo(out_html: str, *, keep_store: bool = False, echo: Callable[[str], A
     # Files get real mtimes (cleanup reads them), so the manual clock starts at the real time.
     clock = ManualClock(time.time_ns() // 1_000_000)
     config = MessageStoreConfig.small(store_dir, mapped_file_size_commit_log=16 * 1024)
+    # A simulated disk, 50 % full: this machine's own disk must not change the story (above 90 %
+    # the real probe makes the store refuse every put, above 85 % cleanup deletes at once).
+    disk = FixedDiskUsage(0.50)
     sections: list[tuple[str, Any]] = []
     summary: dict[str, Any] = {"store_dir": store_dir if keep_store else None, "report": os.path.abspath(out_html)}
     store = None
+    acked = 0
     try:
         with IndexFlushRecorder() as recorder:
-            store = MessageStore.open(store_dir, config, clock=clock, threaded=False)
+            store = MessageStore.open(store_dir, config, clock=clock, threaded=False, disk_probe=disk)
             say(f"1. opened an empty store in {store_dir}: CommitLog files of {config.mapped_file_size_commit_log:,} "
                 f"bytes, ConsumeQueue files of 64 units, index files of 64 slots / 256 items; services are stepped "
-                f"by hand and the clock is manual")
+                f"by hand, the clock is manual and the disk a simulated one, {disk.ratio:.0%} full")
             for i in range(messages):
                 topic = _TOPICS[i % len(_TOPICS)]
                 body = (f"{topic} event {i}: " + "x" * (40 + (i * 37) % 300)).encode()
-                store.put_message(Message(topic, body, tags=f"tag{i % 4}", keys=[f"{topic.lower()}-{i}"],
-                                          queue_id=i % 2))
+                acked += store.put_message(Message(topic, body, tags=f"tag{i % 4}", keys=[f"{topic.lower()}-{i}"],
+                                                   queue_id=i % 2)).ok
                 clock.advance(250)
                 if i % 25 == 24:
                     store.step()
             store.step()
             flushed = store.flush()
             files = store.commit_log.mapped_file_queue.mapped_files
-            say(f"2. wrote {messages} messages across {', '.join(_TOPICS)} (2 queues each): the CommitLog rolled "
-                f"into {len(files)} files (each ends with a blank record); dispatch built the consume queues and "
-                f"the index; flushed to offset {flushed:,}")
+            refused = f" ({messages - acked} refused)" if acked < messages else ""
+            say(f"2. wrote {messages} messages{refused} across {', '.join(_TOPICS)} (2 queues each): the CommitLog "
+                f"rolled into {len(files)} files (each ends with a blank record); dispatch built the consume queues "
+                f"and the index; flushed to offset {flushed:,}")
             src = Source(store)
             for i in range(unflushed):
-                store.put_message(Message("Orders", f"late order {i}".encode(), tags="late",
-                                          keys=[f"late-{i}"], queue_id=0))
+                acked += store.put_message(Message("Orders", f"late order {i}".encode(), tags="late",
+                                                   keys=[f"late-{i}"], queue_id=0)).ok
             max_before = store.get_max_phy_offset()
             say(f"3. wrote {unflushed} more messages and did not flush them: the CommitLog ends at {max_before:,}, "
                 f"flushed only to {store.commit_log.mapped_file_queue.flushed_where:,}")
@@ -101,7 +107,7 @@ def run_demo(out_html: str, *, keep_store: bool = False, echo: Callable[[str], A
                 f"{len(loss.zeroed)} file(s), {len(loss.deleted)} never-flushed file(s) removed); 'abort' stays, "
                 f"so the next open knows the last exit was not clean")
 
-        store = MessageStore.open(store_dir, config, clock=clock, threaded=False)
+        store = MessageStore.open(store_dir, config, clock=clock, threaded=False, disk_probe=disk)
         plan = store.recovery_plan
         assert plan is not None
         src = Source(store)
@@ -169,6 +175,7 @@ def run_demo(out_html: str, *, keep_store: bool = False, echo: Callable[[str], A
 
         summary.update({
             "messages_written": messages + unflushed,
+            "messages_acknowledged": acked,
             "messages_unflushed": unflushed,
             "commit_log_files": len(src.mapped_files(COMMITLOG)),
             "flushed_before_crash": flushed,

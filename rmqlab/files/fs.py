@@ -27,6 +27,7 @@ from rmqlab.errors import StoreLocked
 __all__ = [
     "DiskUsageProbe",
     "FileLock",
+    "FixedDiskUsage",
     "address_of",
     "fsync_dir",
     "madvise_populate_write",
@@ -357,6 +358,27 @@ def used_percent(total: int, free: int, usable: int) -> float:
         return -1.0
     pct = used * 100 // entire + (1 if (used * 100) % entire else 0)
     return pct / 100.0
+
+
+class FixedDiskUsage:
+    """A disk probe that always reports ``ratio`` (0.0-1.0): a simulated disk.
+
+    Teaching stores (notebooks, ``rmqlab demo``) use it so that the machine's own disk cannot change
+    the story: on a laptop whose disk is more than 90 % full, the real probe makes the store refuse
+    every put (RocketMQ's disk-full rule), and above 85 % cleanup deletes files. Mutable on purpose:
+    set ``probe.ratio = 0.86`` to fill the simulated disk.
+    """
+
+    def __init__(self, ratio: float) -> None:
+        if not 0.0 <= ratio <= 1.0:
+            raise ValueError(f"disk usage ratio must be within 0.0-1.0, got {ratio!r}")
+        self.ratio = float(ratio)
+
+    def __call__(self, path: str) -> float:
+        return self.ratio
+
+    def __repr__(self) -> str:
+        return f"FixedDiskUsage({self.ratio:.2f})"
 
 
 def system_disk_usage(path: str) -> float:

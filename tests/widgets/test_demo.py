@@ -28,5 +28,19 @@ def test_run_demo_writes_report(tmp_path):
     assert len(summary["cleanup"]["kept"]) == 1
     assert summary["index_walk_steps"] >= 1
     assert summary["store_dir"] is None
+    assert summary["messages_acknowledged"] == summary["messages_written"]
     assert lines
     assert lines == summary["steps"]
+
+
+def test_run_demo_does_not_depend_on_this_machines_disk(tmp_path, monkeypatch):
+    """A laptop disk 95 % full makes the real probe refuse puts; the demo's simulated disk keeps its story."""
+    import rmqlab.store.cleanup as cleanup
+
+    monkeypatch.setattr(cleanup, "system_disk_usage", lambda path: 0.95)
+    summary = run_demo(str(tmp_path / "report.html"), echo=lambda line: None)
+    assert summary["messages_written"] == summary["messages_acknowledged"] == 162
+    assert summary["recovery"]["process_offset"] == summary["flushed_before_crash"]
+    assert summary["query"]["offsets"]
+    assert summary["cleanup"]["trigger"] == "time_up"
+    assert "simulated one, 50% full" in summary["steps"][0]

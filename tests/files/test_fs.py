@@ -140,3 +140,16 @@ def test_msync_range_forces_a_dirty_range_and_falls_back_without_an_address(tmp_
             msync_range(mm, address_of(mm), 1, 10)  # not page aligned: EINVAL, as mmap.flush
     finally:
         mm.close()
+
+
+def test_fixed_disk_usage_reports_its_ratio_and_refuses_nonsense() -> None:
+    from rmqlab.files import FixedDiskUsage
+
+    probe = FixedDiskUsage(0.4)
+    assert probe("/anywhere") == 0.4
+    probe.ratio = 0.86
+    assert probe("/anywhere") == 0.86
+    assert repr(probe) == "FixedDiskUsage(0.86)"
+    for bad in (-0.1, 1.5, float("nan")):
+        with pytest.raises(ValueError, match=r"within 0\.0-1\.0"):
+            FixedDiskUsage(bad)

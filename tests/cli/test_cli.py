@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -121,7 +122,8 @@ def test_recover_and_cleanup(reference_store: Callable[[str], Path], clean: str)
     assert r.exit_code == 2
     assert "MessageStore.open()" in r.stderr
     assert len(r.stderr.splitlines()) == 1
-    c = js("cleanup", clean, "--plan", "--now", "2040-01-01T04:00:00+00:00", "--disk-ratio", "0.5", "--json")
+    later = f"{time.gmtime().tm_year + 10}-01-01T04:00:00+00:00"  # every file (mtime: the checkout) has expired
+    c = js("cleanup", clean, "--plan", "--now", later, "--disk-ratio", "0.5", "--json")
     assert c["trigger"] == "time_up"
     assert len(c["to_delete"]) == 8
     assert {"files", "summary", "now_ms", "physic_ratio"} <= set(c)

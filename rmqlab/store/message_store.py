@@ -1163,7 +1163,7 @@ class MessageStore:
         offsets ``[from_offset, to_offset)`` match ``message_filter`` (what the broker uses to
         show a filtered consumer's lag without reading the messages).
 
-        ``DefaultMessageStore``'s steps, in order (5.1.x to 5.3.3 alike):
+        ``DefaultMessageStore``'s steps, in order (the same in every 5.x source read, up to 5.3.x):
 
         * ``from < 0`` becomes 0; then ``from >= to`` answers 0.
         * No filter: ``to - from`` at once, whatever the queue holds (``to`` is not clamped to

@@ -106,6 +106,11 @@ class MessageStoreConfig:
     access_message_in_memory_max_ratio: int = 40
     offset_check_in_slave: bool = False
     put_msg_index_hight_water: int = 600000
+    # 5.x estimateMessageCount (MessageStore.estimate_message_count): a filtered estimate scans at
+    # most max_consume_queue_scan units, and scales what it saw once more than
+    # sample_count_threshold units matched (both count units, in a BatchConsumeQueue too)
+    max_consume_queue_scan: int = 20_000
+    sample_count_threshold: int = 5000
 
     # --- roles and misc ----------------------------------------------------------------------
     broker_role: str = "ASYNC_MASTER"

@@ -33,8 +33,11 @@ what the broker's cache holds in every state the store reaches (the refresh at l
 truncation).
 
 Rules read from RocketMQ 5.x's ``store/.../queue/BatchConsumeQueue.java`` (the version with
-``BoundaryType``, ``estimateMessageCount`` and ``isPutConsumeQueueDataByFileChannel``), re-expressed
-here; byte positions there are unit indices here (the same steps: positions are multiples of 46).
+``BoundaryType`` and ``isPutConsumeQueueDataByFileChannel``), re-expressed here; byte positions
+there are unit indices here (the same steps: positions are multiples of 46).
+``estimateMessageCount`` is :meth:`BatchConsumeQueue.estimate_message_count` (the scan shared with
+the ConsumeQueue's, :func:`rmqlab.store.consume_queue.estimate_over_files`, with batch sizes as
+weights), reached through :meth:`MessageStore.estimate_message_count`.
 
 Thread-safety: as RocketMQ's, one thread appends (the dispatcher) while others read; readers hold
 the mapped file while they read. Recovery, truncation and deletion are not safe against
@@ -69,9 +72,11 @@ from rmqlab.codec.names import validate_topic
 from rmqlab.errors import ConfigError, ReadOnlyStore
 from rmqlab.events import EventBus, RecoveryStep
 from rmqlab.files.mapped_file_queue import MappedFileQueue
+from rmqlab.store.consume_queue import estimate_over_files
 
 if TYPE_CHECKING:
     from rmqlab.files.mapped_file import MappedFile, SelectMappedBufferResult
+    from rmqlab.store.message_filter import MessageFilter
 
 __all__ = ["BCQ_STORE_UNIT_SIZE", "LOWER", "PHASE", "UPPER", "BatchConsumeQueue"]
 
@@ -551,6 +556,53 @@ class BatchConsumeQueue:
     def get_message_total_in_queue(self) -> int:
         """max - min, as RocketMQ computes it: an empty queue (min -1, max 0) reports 1."""
         return self.max_offset_in_queue - self.min_offset_in_queue
+
+    def estimate_message_count(
+        self,
+        from_offset: int,
+        to_offset: int,
+        message_filter: MessageFilter,
+        *,
+        max_consume_queue_scan: int = 20_000,
+        sample_count_threshold: int = 5_000,
+    ) -> int:
+        """5.x ``BatchConsumeQueue.estimateMessageCount(from, to, filter)``: messages (not units)
+        in units that match ``message_filter``, or -1 ("don't know", which
+        :meth:`MessageStore.estimate_message_count` turns into ``to - from``).
+
+        The range is units, not offsets: from the unit ``getBatchMsgIndexBuffer(from)`` selects
+        (:meth:`find_unit`: the unit whose batch holds ``from``, counted whole) up to, not
+        including, the one it selects for ``to``. So ``to`` at or past ``max_offset_in_queue``
+        (or ``from`` below the first file) selects no unit and the answer is -1: a filtered
+        estimate up to the end of a BatchConsumeQueue is always ``to - from`` at the facade, as
+        in 5.3.3. ``from`` and ``to`` in one unit scan nothing (0), or find no file (-1) when that
+        unit opens its file (``MappedFileQueue.range`` of an empty range at a file start).
+
+        The scan is the ConsumeQueue's (:func:`estimate_over_files`) with batch sizes as weights:
+        ``match``/``raw`` add each unit's batch size, while both limits count units
+        (``max_consume_queue_scan`` units scanned, more than ``sample_count_threshold`` units
+        matched); sampled, ``(long) (match * (to - from) * 1.0 / raw)``. The filter sees the
+        stored tags code (BatchCQ topics have no ext run). RocketMQ never releases the two
+        buffers ``getBatchMsgIndexBuffer`` hands it (each call leaves two holds on the files);
+        rmqlab holds nothing past the call.
+        """
+        first = self._locate(from_offset)
+        if first is None:
+            return -1
+        last = self._locate(to_offset)
+        if last is None:
+            return -1
+        phys_from = first[0][first[1]].file_from_offset + first[2] * _UNIT
+        phys_to = last[0][last[1]].file_from_offset + last[2] * _UNIT
+
+        def read_units(buf: Any) -> tuple[list[int | None], list[int] | None]:
+            units = units_view(bytes(buf))
+            return units["tags_code"].tolist(), units["batch_size"].tolist()
+
+        return estimate_over_files(
+            self.mapped_file_queue.mapped_files, phys_from, phys_to, _UNIT, read_units, message_filter,
+            to_offset - from_offset, max_consume_queue_scan, sample_count_threshold,
+        )
 
     def get_last_offset(self) -> int:
         """Commit log end (offset + size) of the unit ``get(max - 1)`` selects; -1 when there is

@@ -55,6 +55,7 @@ from rmqlab.store.consume_queue_ext import ConsumeQueueExt
 
 if TYPE_CHECKING:
     from rmqlab.files.mapped_file import MappedFile, SelectMappedBufferResult
+    from rmqlab.store.message_filter import MessageFilter
 
 __all__ = [
     "CQ_STORE_UNIT_SIZE",
@@ -63,6 +64,7 @@ __all__ = [
     "ConsumeQueue",
     "OrderWarning",
     "PickupStoreTimestamp",
+    "estimate_over_files",
     "truncation_point",
     "unit_past_log_note",
 ]
@@ -112,6 +114,113 @@ def _java_div(a: int, b: int) -> int:
 def _java_long(x: int) -> int:
     """Wrap to a signed 64-bit value, as Java ``long`` arithmetic does."""
     return ((x + (1 << 63)) & ((1 << 64) - 1)) - (1 << 63)
+
+
+def _java_int(x: int) -> int:
+    """Wrap to a signed 32-bit value, as Java's ``(int)`` cast of a ``long`` does."""
+    return ((x + (1 << 31)) & ((1 << 32) - 1)) - (1 << 31)
+
+
+def _double_to_long(x: float) -> int:
+    """Java's ``(long)`` cast of a ``double``: truncates toward zero, NaN is 0, out of range saturates."""
+    if x != x:
+        return 0
+    if x >= 2.0**63:
+        return (1 << 63) - 1
+    if x <= -(2.0**63):
+        return -(1 << 63)
+    return int(x)
+
+
+#: ``read_units(window)`` -> per unit of a window of whole units (a memoryview the caller releases):
+#: the tags code the filter sees and the unit's weight (messages: 1 for a ConsumeQueue unit, the
+#: batch size for a BatchConsumeQueue unit). A tags code of None marks a unit where RocketMQ's loop
+#: throws (a NullPointerException: see ``ConsumeQueue.estimate_message_count``).
+ReadUnits = Callable[[Any], tuple[list[int | None], list[int] | None]]
+
+
+def estimate_over_files(
+    files: list[MappedFile],
+    phys_from: int,
+    phys_to: int,
+    unit_size: int,
+    read_units: ReadUnits,
+    message_filter: MessageFilter,
+    span: int,
+    max_consume_queue_scan: int,
+    sample_count_threshold: int,
+) -> int:
+    """The scan both 5.x ``estimateMessageCount`` implementations share (``ConsumeQueue`` and
+    ``BatchConsumeQueue``), over logic byte offsets ``[phys_from, phys_to)`` of ``files``.
+
+    Steps as RocketMQ's, so that the answer is the broker's in every case, odd ones included:
+
+    * ``MappedFileQueue.range``: the files that overlap the range; none -> -1 (the caller's
+      "don't know", which ``DefaultMessageStore`` turns into ``to - from``).
+    * In each file a window: from ``phys_from`` (first file) to ``phys_to`` (last file), else the
+      whole file. ``selectMappedBuffer(start, len)`` gives nothing when the window reaches past
+      the file's read position, and that file is then skipped, not scanned in part: a range
+      ending past the last unit counts nothing in the last, partly written file.
+    * Unit by unit: the tags code (ext-resolved) is asked of ``message_filter`` (its consume
+      queue half only); ``match``/``raw`` add the unit's weight (messages). The scan stops once
+      ``max_consume_queue_scan`` units are scanned, or once more than ``sample_count_threshold``
+      units matched (counting units, not messages, in a BatchConsumeQueue too).
+    * Not stopped: the answer is ``match``, exact. Stopped (sampled): ``(long) (match * span *
+      1.0 / raw)`` with ``span = to - from``, the Java arithmetic (the longs wrap, the
+      quotient is a double truncated toward zero); ``raw == 0`` there is 0 (Java logs "[BUG]").
+    """
+    picked: list[MappedFile] = []
+    for mf in files:  # MappedFileQueue.range (copyMappedFiles(0): none for an empty queue)
+        if mf.file_from_offset + mf.file_size <= phys_from:
+            continue
+        if phys_to <= mf.file_from_offset:
+            break
+        picked.append(mf)
+    if not picked:
+        return -1
+    sample = False
+    match = raw = scanned = matched_units = 0
+    for mf in picked:
+        start, length = 0, mf.file_size
+        if mf.file_from_offset <= phys_from:  # first file segment
+            start = _java_int(phys_from - mf.file_from_offset)
+            if mf.file_from_offset + mf.file_size >= phys_to:  # the file covers the whole range
+                length = _java_int(phys_to - phys_from)
+            else:
+                length = mf.file_size - start
+        if start == 0 and mf.file_from_offset + mf.file_size > phys_to:  # last file segment
+            length = _java_int(phys_to - mf.file_from_offset)
+        sbr = mf.select_mapped_buffer(start, length)
+        if sbr is None:
+            continue
+        # Java reads ``length / unit`` units (ceil; the lengths are whole units here); at most
+        # the units left before the scan limit are read (at least one: the check follows it)
+        n = -(-length // unit_size)
+        n = min(n, max(max_consume_queue_scan - scanned, 1))
+        try:
+            tags, weights = read_units(sbr.buffer[: n * unit_size])
+        finally:
+            sbr.release()
+        for i, tags_code in enumerate(tags):
+            if tags_code is None:
+                return -1  # RocketMQ: NullPointerException out of the loop (see the callers)
+            weight = 1 if weights is None else weights[i]
+            if message_filter.is_matched_by_consume_queue(tags_code):
+                match += weight
+                matched_units += 1
+            raw += weight
+            scanned += 1
+            if scanned >= max_consume_queue_scan or matched_units > sample_count_threshold:
+                sample = True
+                break
+        if sample:
+            break
+    if not sample:
+        return match
+    if raw == 0:
+        log.error("[BUG]. Raw should NOT be 0")
+        return 0
+    return _double_to_long(float(_java_long(match * _java_long(span))) / float(raw))
 
 
 def truncation_point(offsets: np.ndarray, sizes: np.ndarray, phy_offset: int) -> tuple[int, int | None]:
@@ -637,6 +746,55 @@ class ConsumeQueue:
 
     def get_message_total_in_queue(self) -> int:
         return self.get_max_offset_in_queue() - self.get_min_offset_in_queue()
+
+    def estimate_message_count(
+        self,
+        from_offset: int,
+        to_offset: int,
+        message_filter: MessageFilter,
+        *,
+        max_consume_queue_scan: int = 20_000,
+        sample_count_threshold: int = 5_000,
+    ) -> int:
+        """5.x ``ConsumeQueue.estimateMessageCount(from, to, filter)``: how many units of queue
+        offsets ``[from_offset, to_offset)`` match ``message_filter``, or -1 ("don't know": no
+        file overlaps the range, or see below). :meth:`MessageStore.estimate_message_count` adjusts
+        the arguments first and turns -1 into ``to - from``.
+
+        The units are scanned in their files (:func:`estimate_over_files`): exact up to
+        ``max_consume_queue_scan`` units scanned and ``sample_count_threshold`` units matched
+        (the ``MessageStoreConfig`` fields, Java defaults 20,000 and 5,000); past either, the
+        share matched so far scaled to ``to - from``. Only the consume queue half of the filter
+        is asked (no CommitLog read). No argument is clamped here: the range is logic bytes
+        ``from * 20 .. to * 20``, and a file whose window reaches past its read position (the
+        last file, when ``to`` is past the last unit) is skipped whole.
+
+        With a ConsumeQueueExt run (``enable_consume_queue_ext``) each tags code is read through
+        the ext run, as RocketMQ does (``consumeQueueExt.get(tagCode).getTagsCode()``). A unit
+        whose tags code resolves to nothing (a plain tags code, or an ext unit that is gone)
+        makes RocketMQ throw a NullPointerException out of the whole call; rmqlab answers -1
+        there instead (what the broker's caller gets is an exception, not a count).
+        """
+        ext = self.consume_queue_ext
+
+        def read_units(buf: Any) -> tuple[list[int | None], list[int] | None]:
+            codes = units_view(bytes(buf))["tags_code"].astype(np.int64)
+            if ext is None:
+                return codes.tolist(), None
+            found, real = self.ext_tags_codes(codes)
+            return [int(r) if f else None for f, r in zip(found.tolist(), real.tolist(), strict=True)], None
+
+        return estimate_over_files(
+            self.mapped_file_queue.mapped_files,
+            _java_long(from_offset * _UNIT),
+            _java_long(to_offset * _UNIT),
+            _UNIT,
+            read_units,
+            message_filter,
+            to_offset - from_offset,
+            max_consume_queue_scan,
+            sample_count_threshold,
+        )
 
     def get_last_offset(self) -> int:
         """End phy (``offset + size``) of the last valid unit of the last file, -1 if none.

@@ -268,6 +268,32 @@ class MemoryMessageStore:
             q = self._queue(topic, queue_id)
             return q.max_offset if q is not None else 0
 
+    def estimate_message_count(self, topic: str, queue_id: int, from_offset: int, to_offset: int,
+                               message_filter: MessageFilter) -> int:
+        """How many held messages of queue offsets ``[from_offset, to_offset)`` match
+        ``message_filter`` (its consume queue half, on each record's tags code): exact, never
+        sampled, as the held tags codes are a list in memory (RocketMQ has no memory topics; this
+        is what :meth:`MessageStore.estimate_message_count` answers for one).
+
+        ``from_offset`` below the queue's min offset moves the window up to it, keeping its
+        length, as ``DefaultMessageStore.estimateMessageCount`` does for a ConsumeQueue; offsets
+        outside ``[min, max)`` (evicted, or not written yet) hold nothing and count 0, as does a
+        queue that never had a message. The facade has already answered ``from >= to`` (0) and
+        an unfiltered call (``to - from``, the Java fast path that looks at no queue).
+        """
+        with self._lock:
+            q = self._queue(topic, queue_id)
+            if q is None:
+                return 0
+            if from_offset < q.base:
+                from_offset, to_offset = q.base, q.base + (to_offset - from_offset)
+            end = min(to_offset, q.max_offset)
+            if from_offset >= end:
+                return 0
+            codes = q.tags_codes[q.head + (from_offset - q.base) : q.head + (end - q.base)]
+        match = message_filter.is_matched_by_consume_queue  # user code: called outside the lock
+        return sum(1 for code in codes if match(code))
+
     def queue_stats(self) -> list[MemoryQueueStats]:
         """Every queue that ever held a message, sorted by topic and queue id: offsets held
         ``[min_offset, max_offset)`` and their bytes (one consistent view, taken under the lock)."""

@@ -323,6 +323,7 @@ class MessageStore:
             ],
             rocketmq_version=c.rocketmq_version,
             delay_level_table=c.delay_level_table,
+            master=c.broker_role != "SLAVE",  # (rmqlab has no brokerId: a master's is MASTER_ID, 0)
         )
         # pre-faulting needs writes that go through the mapping: no pool, not read-only
         self.prefault = CommitLogPrefaultService(self.commit_log) if self.commit_log.prefault_enabled else None

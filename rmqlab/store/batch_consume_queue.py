@@ -39,6 +39,21 @@ there are unit indices here (the same steps: positions are multiples of 46).
 the ConsumeQueue's, :func:`rmqlab.store.consume_queue.estimate_over_files`, with batch sizes as
 weights), reached through :meth:`MessageStore.estimate_message_count`.
 
+What a unit's msgBaseOffset / batchSize come from: the record's INNER_BASE / INNER_NUM, parsed
+by 5.x ``checkMessageAndReturnSize`` (``setBatchSizeIfNeeded``, inside its try) when both are there
+(``codec.walk.batch_fields``). A pair ``parseLong`` / ``parseShort`` rejects fails the record
+without a size: recovery ends the CommitLog there, the live reput stops there (a master skips the
+rest of the data read from that file: ``ReputMessageService._unparsable``). A pair that parses to a
+negative value, or a record without both, is dispatched and :meth:`put_message_position_info_wrapper`
+writes no unit for it (``tests/store/test_reput_inner_batch_fields.py``).
+
+Multi-dispatch (LMQ): none here, as in 5.x. ``BatchConsumeQueue.assignQueueOffset`` /
+``increaseQueueOffset`` set INNER_BASE and move the queue offset by INNER_NUM without reading
+INNER_MULTI_DISPATCH (no LMQ offset is assigned or moved, the properties stay as sent), and
+``putMessagePositionInfoWrapper`` never calls ``multiDispatchLmqQueue``: an inner batch naming LMQ
+queues gets its one unit here and none in them, live and when recovery re-dispatches
+(``tests/store/test_batch_cq_multi_dispatch.py``).
+
 Thread-safety: as RocketMQ's, one thread appends (the dispatcher) while others read; readers hold
 the mapped file while they read. Recovery, truncation and deletion are not safe against
 concurrent appends (RocketMQ runs them before dispatch starts, or from the clean-up thread).

@@ -3,7 +3,9 @@
 It walks the CommitLog from ``reput_from_offset`` (spec §6.6): every valid record becomes a
 ``DispatchRequest`` handed to each ``CommitLogDispatcher`` (build consume queue, build index),
 a blank record jumps to the next file, a damaged record with a known size is skipped, anything
-else stops the round. Listeners are told about arriving messages so long-polling readers wake.
+else stops the round (a master also skips the rest of the data read from that file, as
+RocketMQ's master does: :meth:`ReputMessageService._unparsable`). Listeners are told about
+arriving messages so long-polling readers wake.
 
 Pre-faulting the CommitLog ahead of its writer is not done here but by a service of its own
 (``rmqlab.store.prefault``): a reput round shares the GIL with the writer and falls behind it.
@@ -330,10 +332,14 @@ class ReputMessageService:
         *,
         rocketmq_version: str = "4.9.8",
         delay_level_table: dict[int, int] | None = None,
+        master: bool = True,
     ) -> None:
         self.commit_log = commit_log
         self.dispatchers = dispatchers
         self.version = rocketmq_version
+        #: a master (brokerId 0) skips the rest of the buffer at a record it cannot parse; a
+        #: slave stops there and tries again every round (:meth:`_unparsable`)
+        self.master = master
         self.delay_level_table = delay_level_table or {}
         self.max_delay_level = max(self.delay_level_table, default=0)
         self.reput_from_offset = 0
@@ -786,10 +792,26 @@ class ReputMessageService:
                         self.reput_from_offset = cl.roll_next_file(self.reput_from_offset)
                         break
                     if stop == "end":
+                        self._unparsable(base + limit)
                         return count
             finally:
                 sel.release()
         return count
+
+    def _unparsable(self, buffer_end: int) -> None:
+        """The round met a record the parser fails without a size (``DispatchRequest(-1, false)``:
+        bad magic, lengths past the buffer, an INNER_NUM / INNER_BASE ``parseShort`` /
+        ``parseLong`` rejects...) at ``reput_from_offset``. ``ReputMessageService.doReput`` (4.9.8
+        and 5.x alike) ends the round there; on a master (``brokerId == MASTER_ID``, or DLedger)
+        it also logs "[BUG]dispatch message to consume queue error" and moves the reput offset
+        by ``result.getSize() - readSize``: to ``buffer_end``, the end of the data read from that
+        file, so the record and every record after it up to there are never dispatched. A slave
+        keeps the offset and meets the record again next round."""
+        if self.master:
+            log.error("[BUG]dispatch message to consume queue error, COMMITLOG OFFSET: %d (a record the parser "
+                      "fails: a master skips to %d, the end of the data read from that file)",
+                      self.reput_from_offset, buffer_end)
+            self.reput_from_offset = buffer_end
 
     def _run_round(self, buf: memoryview, base: int, limit: int, v5: bool) -> int:
         """Dispatch the column batches' runs (``CommitLog.dispatch_runs``) that follow each
@@ -925,6 +947,7 @@ class ReputMessageService:
                 buf, limit, pos = sel.buffer, sel.size, 0
                 if limit <= 0:
                     return count
+                buffer_end = self.reput_from_offset + limit
                 while pos < limit:
                     hint = hints.pop(self.reput_from_offset, None) if hints else None
                     if hint is None and runs:  # a column batch's run: its next record, the rest put back
@@ -987,6 +1010,7 @@ class ReputMessageService:
                         pos += size
                         self.reput_from_offset += size
                     else:
+                        self._unparsable(buffer_end)
                         return count
             finally:
                 sel.release()

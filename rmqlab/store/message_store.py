@@ -328,6 +328,7 @@ class MessageStore:
             ],
             rocketmq_version=c.rocketmq_version,
             delay_level_table=c.delay_level_table,
+            master=c.broker_role != "SLAVE",  # (rmqlab has no brokerId: a master's is MASTER_ID, 0)
         )
         # pre-faulting needs writes that go through the mapping: no pool, not read-only
         self.prefault = CommitLogPrefaultService(self.commit_log) if self.commit_log.prefault_enabled else None
@@ -878,6 +879,13 @@ class MessageStore:
         batch = self._inner_batch(msgs) if self.consume_queue_store.batch_store_path is not None else None
         if isinstance(batch, PutMessageResult):
             return batch
+        if batch is not None and self._lmq_limit and batch.properties and self._lmq_exceeded(batch):
+            # an inner batch goes into a 5.x store as one message (asyncPutMessage): checkLmqMessage
+            self.stats.record_put(False, 0, len(msgs), started)
+            return PutMessageResult(PutMessageStatus.LMQ_CONSUME_QUEUE_NUM_EXCEEDED, reason=(
+                f"{self.consume_queue_store.lmq_queue_count} LMQ consume queues exceed max_lmq_consume_queue_num "
+                f"{self.config.max_lmq_consume_queue_num} (RocketMQ makes this check but tests the wrong status "
+                "after it, so a broker stores the message anyway)"))
         result = self.commit_log.put_messages(msgs) if batch is None else self.commit_log.put_inner_batch(batch)
         if result.status is _PUT_OK:
             if self._asleep:
@@ -952,7 +960,7 @@ class MessageStore:
         self.stats.record_put(result.ok, result.wrote_bytes, 1, started)
         return result
 
-    def _lmq_exceeded(self, msg: Message) -> bool:
+    def _lmq_exceeded(self, msg: Message | MessageBatch) -> bool:
         """4.9.8's ``checkLmqMessage``: a message naming multi-dispatch queues, once the store
         holds more LMQ consume queues than ``max_lmq_consume_queue_num``. 4.9.8's
         ``asyncPutMessage`` computes it and then tests the previous check's status instead, so

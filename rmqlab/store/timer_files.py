@@ -111,7 +111,7 @@ class TimerWheel:
         n = 2 * self.slots_total
         start = time_start_ms // self.precision_ms
         slots = np.frombuffer(self._mm, dtype=SLOT_DTYPE)
-        idx = np.flatnonzero(slots["time"].view(np.uint64))
+        idx = slots["time"].view(np.uint64).nonzero()[0]  # (flatnonzero would copy the strided view)
         if not len(idx) or idx[0] != 0:
             idx = np.concatenate((np.zeros(1, np.int64), idx))
         if self._dirty:

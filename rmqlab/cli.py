@@ -343,9 +343,12 @@ def messages(store: Path, hash_slot_num: int | None, index_num: int | None, topi
 @click.argument("queue_id", metavar="QUEUE", type=click.IntRange(min=0))
 @click.option("--from", "start", type=click.IntRange(min=0), default=None, help="First queue offset.")
 @click.option("--limit", type=click.IntRange(min=0), default=None, help="At most this many units.")
+@click.option("--tags", "tags", default=None, metavar="EXPR",
+              help='Only units a consumer subscribed to EXPR ("TagA || TagB", "*" for all) is served: '
+                   "the broker's tag filter, by tags code.")
 @_output_options
 def cq(store: Path, hash_slot_num: int | None, index_num: int | None, topic: str, queue_id: int,
-       start: int | None, limit: int | None, as_json: bool, json_lines: bool) -> None:
+       start: int | None, limit: int | None, tags: str | None, as_json: bool, json_lines: bool) -> None:
     """The ConsumeQueue units of one queue (valid units; pre-blank units left out).
 
     JSON: a list of {queue_offset, commit_log_offset, size, tags_code, file, position, ext_address},
@@ -356,16 +359,35 @@ def cq(store: Path, hash_slot_num: int | None, index_num: int | None, topic: str
     unit per record instead: {queue_offset, batch_size, commit_log_offset, size, tags_code, store_timestamp,
     file, position}, from the unit holding queue offset --from.
 
+    --tags keeps the units RocketMQ's tag filter serves a consumer subscribed to EXPR: tags code equal
+    to the Java hash of one of its tags (so a hash collision passes, as on the broker; the client
+    re-checks the tag string), or no tags code to compare (an unresolved ext unit); --limit then
+    counts matching units. A count goes to stderr: how many of the units read matched.
+
     Example: rmqlab cq data/clean-small TopicA 0 --from 10 --limit 5
     """
+    from rmqlab.store.message_filter import TagFilter
 
     mode = _mode(as_json, json_lines)
     with _open(store, hash_slot_num, index_num) as snap:
+        read_limit = limit if tags is None else None
         if (topic, queue_id) in snap.batch_consume_queues and (topic, queue_id) not in snap.consume_queues:
-            df = snap.batch_consume_queue(topic, queue_id, start, limit)
+            df = snap.batch_consume_queue(topic, queue_id, start, read_limit)
         else:
-            df = snap.consume_queue(topic, queue_id, start, limit)
-    _emit_frame(df, mode, f"{topic}/{queue_id}: {len(df)} units", "units", capped=limit is None)
+            df = snap.consume_queue(topic, queue_id, start, read_limit)
+    title = f"{topic}/{queue_id}: {len(df)} units"
+    if tags is not None:
+        flt = TagFilter(tags)
+        read = len(df)
+        if not flt.match_all:
+            codes = df["tags_code"]
+            df = df[codes.isna() | codes.isin(list(flt.code_set))]
+        if limit is not None:
+            df = df.iloc[:limit]
+        title = f"{topic}/{queue_id}: {len(df)} units for {flt.expression!r}"
+        click.echo(f"rmqlab: {len(df):,} of {read:,} units read match {flt.expression!r}"
+                   + (f" (--limit {limit})" if limit is not None else ""), err=True)
+    _emit_frame(df, mode, title, "units", capped=limit is None)
 
 
 @main.command()

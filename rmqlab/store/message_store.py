@@ -777,6 +777,11 @@ class MessageStore:
                 cuts = self.consume_queue_store.truncate_dirty_logic_files(plan.process_offset)
             mfq.truncate_dirty_files(plan.process_offset)
             self.commit_log.confirm_offset = plan.last_valid_offset
+            if plan.last_valid_offset >= 0:
+                # 5.x CommitLog.setConfirmOffset also sets StoreCheckpoint.confirmPhyOffset (spec
+                # §5.1): bytes 32..39 hold it from the next checkpoint flush on. (With no valid
+                # record Java writes its walk's initial value instead; rmqlab leaves the field.)
+                self.checkpoint.confirm_phy_offset = plan.last_valid_offset
         note_units_past_log(plan, cuts)  # what RocketMQ does not do: say so in the report
 
     def _dispatch_range(self, start: int, end: int, above: int, *, quirk_no_delay: bool,

@@ -94,3 +94,40 @@ def test_flush_publishes_checkpoint_written(tmp_path: Path) -> None:
     cp.flush()
     assert rec.of(CheckpointWritten) == [CheckpointWritten(0, 0, 7)]
     cp.shutdown()
+
+
+# --- confirmPhyOffset after recovery (spec §5.1) ---------------------------------------------------
+
+
+def _recovered_confirm(tmp_path: Path, version: str, *, crash: bool) -> tuple[int, list[int]]:
+    """Put three messages, close (cleanly or leaving ``abort``), reopen (recovery), shut down;
+    the checkpoint's bytes 32..39 and the three records' start offsets."""
+    from rmqlab.clock import ManualClock
+    from rmqlab.config import MessageStoreConfig
+    from rmqlab.store.message import Message
+    from rmqlab.store.message_store import MessageStore
+
+    root = tmp_path / "store"
+    config = MessageStoreConfig.small(str(root), rocketmq_version=version)
+    store = MessageStore.open(str(root), config, clock=ManualClock(1_700_000_000_000), threaded=False)
+    offsets = [store.put_message(Message("T", b"x" * (10 + i), tags="a")).wrote_offset for i in range(3)]
+    store.shutdown()
+    if crash:
+        (root / "abort").write_bytes(b"")  # the next open recovers abnormally
+    MessageStore.open(str(root), config, clock=ManualClock(1_700_000_100_000), threaded=False).shutdown()
+    return struct.unpack_from(">q", (root / "checkpoint").read_bytes(), 32)[0], offsets
+
+
+@pytest.mark.parametrize("crash", [False, True], ids=["normal", "abnormal"])
+def test_5x_recovery_writes_confirm_offset_to_checkpoint(tmp_path: Path, crash: bool) -> None:
+    # 5.x CommitLog.recoverNormally/recoverAbnormally end with setConfirmOffset(lastValidMsgPhyOffset)
+    # (outside controller mode), which sets StoreCheckpoint.confirmPhyOffset: the start offset of
+    # the last valid record is at bytes 32..39 once the checkpoint is flushed.
+    confirm, offsets = _recovered_confirm(tmp_path, "5.3.3", crash=crash)
+    assert confirm == offsets[-1] > 0
+
+
+def test_49_recovery_leaves_confirm_bytes_alone(tmp_path: Path) -> None:
+    # 4.9.8 has no confirmPhyOffset: bytes 32..39 stay zero
+    confirm, _ = _recovered_confirm(tmp_path, "4.9.8", crash=False)
+    assert confirm == 0

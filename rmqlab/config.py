@@ -23,6 +23,14 @@ ASYNC_FLUSH = "ASYNC_FLUSH"
 SYNC_FLUSH = "SYNC_FLUSH"
 CQ_STORE_UNIT_SIZE = 20
 _VERSIONS = ("4.9.8", "5.3.3")
+# RocketMQ options whose field exists (same name and default) but whose behaviour rmqlab does not
+# have: accepting True would silently write or check other bytes than RocketMQ (spec §2.6, §2.12)
+_NOT_IMPLEMENTED = {
+    "enabled_append_prop_crc": "5.x appends the 20-byte __CRC32# property to every record",
+    "force_verify_prop_crc": "5.x recovery then verifies __CRC32# instead of the body CRC",
+    "duplication_enable": "5.x keeps client store timestamps and queue offsets, and recovery "
+                          "requires a DUP_INFO property",
+}
 
 
 @dataclass(frozen=True)
@@ -159,6 +167,10 @@ class MessageStoreConfig:
         if self.timer_precision_ms <= 0 or self.mapped_file_size_timer_log <= 0:
             raise ConfigError(f"timer_precision_ms and mapped_file_size_timer_log must be positive, not "
                               f"{self.timer_precision_ms} and {self.mapped_file_size_timer_log}")
+        for name, what in _NOT_IMPLEMENTED.items():
+            if getattr(self, name):
+                raise ConfigError(f"{name}=True is not implemented by rmqlab ({what}); RocketMQ's default "
+                                  "False is the only supported value")
         if self.max_dispatch_behind_bytes < 0:
             bound = self.max_dispatch_behind_bytes
             raise ConfigError(f"max_dispatch_behind_bytes must be >= 0 (0: never wait), not {bound}")

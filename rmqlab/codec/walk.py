@@ -212,17 +212,26 @@ def _check(
         return 0, True, None
     else:
         return -1, False, None
+    # Java copies the hosts, the body (when read), the topic and the properties into
+    # ``byte[] bytesContent = new byte[totalSize]``: a negative TOTALSIZE, or a field longer than
+    # it, throws inside the try (-1), before the half-message test could answer (total, False).
+    if total < 0:
+        return -1, False, None  # NegativeArraySizeException
     (_t, _m, crc, queue_id, _flag, queue_offset, phys, sys_flag, _born_ts) = _HEAD.unpack_from(
         buf, offset
     )
-    pos = offset + 48 + (20 if sys_flag & BORNHOST_V6_FLAG else 8)
+    born_len = 20 if sys_flag & BORNHOST_V6_FLAG else 8
+    store_len = 20 if sys_flag & STOREHOSTADDRESS_V6_FLAG else 8
+    if max(born_len, store_len) > total:
+        return -1, False, None  # IndexOutOfBoundsException copying a host into bytesContent
+    pos = offset + 48 + born_len
     store_ts = _Q.unpack_from(buf, pos)[0]
-    pos += 8 + (20 if sys_flag & STOREHOSTADDRESS_V6_FLAG else 8)
+    pos += 8 + store_len
     _reconsume, prepared, body_len = _TAIL.unpack_from(buf, pos)
     pos += 16
     if body_len > 0:
-        if pos + body_len > limit:
-            return -1, False, None  # BufferUnderflowException
+        if pos + body_len > limit or (read_body and body_len > total):
+            return -1, False, None  # BufferUnderflowException / IndexOutOfBoundsException
         if read_body and check_crc and body_crc(buf[pos : pos + body_len]) != crc:
             return -1, False, None
         pos += body_len
@@ -232,7 +241,7 @@ def _check(
     else:
         topic_len = _H.unpack_from(buf, pos)[0]
         pos += 2
-    if topic_len < 0 or pos + topic_len > limit:
+    if topic_len < 0 or pos + topic_len > limit or topic_len > total:
         return -1, False, None  # NegativeArraySizeException / underflow
     topic = bytes(buf[pos : pos + topic_len]).decode("utf-8", errors="replace")
     pos += topic_len
@@ -243,7 +252,7 @@ def _check(
     tags_code = 0
     properties: dict[str, str] | None = None
     if props_len > 0:
-        if pos + props_len > limit:
+        if pos + props_len > limit or props_len > total:
             return -1, False, None
         properties = decode_properties(buf[pos : pos + props_len])
         keys = properties.get(PROPERTY_KEYS)

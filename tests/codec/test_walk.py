@@ -73,6 +73,35 @@ def test_half_message_returns_total_false() -> None:
     assert check_message_and_return_size(data, 0, check_crc=True) == (len(data) - 32, False, None)
 
 
+# Java copies the hosts, the body (read_body), the topic and the properties into
+# ``byte[] bytesContent = new byte[totalSize]`` (4.9.8 and 5.x): a negative TOTALSIZE, or a field
+# longer than TOTALSIZE, throws inside the try -> (-1, False), not the half-message (total, False).
+_SHORT_TOTALS = [
+    pytest.param(-5, {}, id="negative-total"),
+    pytest.param(6, {}, id="born-host-longer-than-total"),
+    pytest.param(40, dict(body=b"b" * 60), id="body-longer-than-total"),
+    pytest.param(40, dict(topic="T" * 50, body=b""), id="topic-longer-than-total"),
+    pytest.param(40, dict(body=b"", properties={"KEYS": "k" * 60}), id="properties-longer-than-total"),
+]
+
+
+@pytest.mark.parametrize("version", ["4.9.8", "5.3.3"])
+@pytest.mark.parametrize(("total", "kw"), _SHORT_TOTALS)
+def test_a_field_longer_than_total_size_is_minus_one(total: int, kw: dict[str, object], version: str) -> None:
+    data = bytearray(_rec(**kw))
+    struct.pack_into(">i", data, 0, total)
+    got = check_message_and_return_size(data, 0, check_crc=False, rocketmq_version=version)
+    assert got == (-1, False, None)
+
+
+def test_a_body_longer_than_total_size_is_skipped_when_not_read() -> None:
+    # read_body=False moves the position past the body (no copy): the record ends as a half message
+    data = bytearray(_rec(body=b"b" * 100))
+    struct.pack_into(">i", data, 0, 80)
+    assert check_message_and_return_size(data, 0, check_crc=False, read_body=False) == (80, False, None)
+    assert check_message_and_return_size(data, 0, check_crc=False, read_body=True) == (-1, False, None)
+
+
 def test_truncated_buffer_is_minus_one() -> None:
     data = _rec(properties={"TAGS": "x"})
     for cut in (3, 8, 60, 95, len(data) - 1):

@@ -233,9 +233,12 @@ class CommitLogDispatcherBuildConsumeQueue:
 
     def __init__(self, consume_queue_store: ConsumeQueueStore, checkpoint: StoreCheckpoint,
                  bus: EventBus, *, multi_dispatch: bool = False, lmq: bool = False,
-                 rocketmq_version: str = "4.9.8") -> None:
+                 rocketmq_version: str = "4.9.8", slave: bool = False) -> None:
         self.cq_store = consume_queue_store
         self.checkpoint = checkpoint
+        # brokerRole SLAVE: putMessagePositionInfoWrapper also sets the checkpoint's
+        # physicMsgTimestamp after each successful put (spec §3.2 step 6, §5.1)
+        self.slave = slave
         self.bus = bus
         self.multi_dispatch = multi_dispatch
         self.lmq = lmq
@@ -254,6 +257,8 @@ class CommitLogDispatcherBuildConsumeQueue:
             req.consume_queue_offset, req.store_timestamp,
         )
         if stored:
+            if self.slave:
+                self.checkpoint.physic_msg_timestamp = req.store_timestamp
             self.checkpoint.logics_msg_timestamp = req.store_timestamp
         if self.bus.active:
             self.bus.publish(Dispatched(req.topic, req.queue_id, req.consume_queue_offset,
@@ -274,6 +279,8 @@ class CommitLogDispatcherBuildConsumeQueue:
         stored = bcq.put_message_position_info_wrapper(req.commit_log_offset, req.msg_size, req.tags_code,
                                                        req.store_timestamp, base, num)
         if stored:
+            if self.slave:
+                self.checkpoint.physic_msg_timestamp = req.store_timestamp
             self.checkpoint.logics_msg_timestamp = req.store_timestamp
         if self.bus.active:
             self.bus.publish(Dispatched(req.topic, req.queue_id, base, req.commit_log_offset, req.msg_size,
@@ -456,6 +463,8 @@ class ReputMessageService:
                 if last >= 0:
                     best = max(best, int(sel[last]))
             if best >= 0:
+                if cq_disp.slave:
+                    cq_disp.checkpoint.physic_msg_timestamp = int(batch.store_timestamp[best])
                 cq_disp.checkpoint.logics_msg_timestamp = int(batch.store_timestamp[best])
             done = j + 1
 
@@ -934,6 +943,7 @@ class ReputMessageService:
             cq_table = cq_disp.cq_store.consume_queue_table
             cq_find = cq_disp.cq_store.find_consume_queue
             checkpoint = cq_disp.checkpoint
+            slave = cq_disp.slave
             index_service = idx_disp.index_service
             build = index_service._build_one if idx_disp.enabled and index_service.message_index_enable else None
             batch_topics = cq_disp.cq_store.batch_topic_names()  # their records: the request way
@@ -979,6 +989,8 @@ class ReputMessageService:
                                     cq = cq_find(topic, queue_id)
                                     assert cq is not None
                                 if cq.put_message_position_info(off, size, tags_code, queue_offset):
+                                    if slave:
+                                        checkpoint.physic_msg_timestamp = store_ts
                                     checkpoint.logics_msg_timestamp = store_ts
                             if build is not None:
                                 build(off, sys_flag, topic, store_ts, uniq_key, keys)

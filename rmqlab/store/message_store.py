@@ -323,7 +323,8 @@ class MessageStore:
             [
                 CommitLogDispatcherBuildConsumeQueue(self.consume_queue_store, self.checkpoint, self.bus,
                                                      multi_dispatch=c.enable_multi_dispatch, lmq=c.enable_lmq,
-                                                     rocketmq_version=c.rocketmq_version),
+                                                     rocketmq_version=c.rocketmq_version,
+                                                     slave=c.broker_role == "SLAVE"),
                 CommitLogDispatcherBuildIndex(self.index_service, c.message_index_enable),
             ],
             rocketmq_version=c.rocketmq_version,

@@ -329,6 +329,7 @@ class MessageStore:
             rocketmq_version=c.rocketmq_version,
             delay_level_table=c.delay_level_table,
             master=c.broker_role != "SLAVE",  # (rmqlab has no brokerId: a master's is MASTER_ID, 0)
+            flushed_only=not c.is_v4 and c.is_sync_flush,  # 5.x getConfirmOffset(): flushedWhere
         )
         # pre-faulting needs writes that go through the mapping: no pool, not read-only
         self.prefault = CommitLogPrefaultService(self.commit_log) if self.commit_log.prefault_enabled else None
@@ -633,6 +634,12 @@ class MessageStore:
         return steps
 
     def _drain_reput(self) -> None:
+        if self.reput.flushed_only:
+            # 5.x SYNC_FLUSH dispatches flushed bytes only; RocketMQ's shutdown stops the
+            # CommitLog's services (their last flush) before the reput drains
+            mfq = self.commit_log.mapped_file_queue
+            while not mfq.flush(0):
+                pass
         while self.reput.dispatch_behind_bytes() > 0 and self.reput.run_once() > 0:
             pass
 
@@ -1267,11 +1274,16 @@ class MessageStore:
 
         With the transient store pool, dispatch sees committed bytes only, so what the pool holds
         is committed first (as ``flush()`` does), whatever the commit service's page rules say.
+        A 5.x SYNC_FLUSH store dispatches flushed bytes only: what a store service appended
+        without waiting for the flush (a delivered delayed message) is flushed first.
         """
         mfq = self.commit_log.mapped_file_queue
         target = mfq.get_max_wrote_position()
         if self.commit_service is not None:
             while mfq.committed_where < target and not mfq.commit(0):
+                pass
+        if self.reput.flushed_only:
+            while mfq.flushed_where < target and not mfq.flush(0):
                 pass
         if not self.threaded:
             while self.reput.dispatch_behind_bytes() > 0 and self.reput.run_once() > 0:

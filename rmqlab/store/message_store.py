@@ -1490,7 +1490,11 @@ class MessageStore:
         status = GetMessageStatus.NO_MATCHED_MESSAGE
         long_min = next_phy_file_start = _LONG_MIN
         max_phy_pulling = 0
-        max_filter = max(16000, max_msg_nums * _CQ_UNIT)
+        c = self.config
+        if c.is_v4:  # for (i = 0; i < maxFilterMessageCount; i += 20): units below the window's bytes
+            window_units = max(16000, max_msg_nums * _CQ_UNIT) // _CQ_UNIT
+        else:  # 5.x breaks at a unit with (queueOffset - offset) * 20 > maxFilterMessageSize: one more
+            window_units = max(c.max_filter_message_size, max_msg_nums * _CQ_UNIT) // _CQ_UNIT + 1
         memory = self._memory_for_messages()
         messages = result.messages
         append = messages.append
@@ -1503,7 +1507,6 @@ class MessageStore:
         total = 0  # result.buffer_total_size, kept local in the loop
         no_filter = message_filter is None
         max_addr = _MAX_ADDR  # (a local: the filtered path compares every tags code with it)
-        c = self.config
         # the limits of 4.9.8's isTheBatchFull, hoisted out of the loop (checked inline below)
         disk_bytes, disk_count = c.max_transfer_bytes_on_message_in_disk, c.max_transfer_count_on_message_in_disk
         mem_bytes, mem_count = c.max_transfer_bytes_on_message_in_memory, c.max_transfer_count_on_message_in_memory
@@ -1511,7 +1514,7 @@ class MessageStore:
             buf = sel_cq.buffer
             # Hot loop: the units come out of one struct.iter_unpack over the window (C-level),
             # not three int.from_bytes slices per unit.
-            window = min(sel_cq.size, max_filter) // _CQ_UNIT * _CQ_UNIT
+            window = min(sel_cq.size // _CQ_UNIT, window_units) * _CQ_UNIT
             units = _CQ_UNIT_STRUCT.iter_unpack(buf[:window])
             if message_filter is not None and cq.consume_queue_ext is not None:
                 # ext addresses resolved with numpy a chunk at a time, not one ext.get a unit

@@ -381,8 +381,8 @@ class ReputMessageService:
         never dispatches a record that would end past its reput end offset)."""
         sel = self.commit_log.get_data(self.reput_from_offset)
         self._cut = False
-        if sel is None or sel.start_offset + sel.size <= end:
-            return sel
+        if sel is None or not self.flushed_only or sel.start_offset + sel.size <= end:
+            return sel  # (the max offset: data a put added since the round began is read too, as before)
         sel.release()
         self._cut = True
         return self.commit_log.get_message(self.reput_from_offset, end - self.reput_from_offset)

@@ -153,7 +153,8 @@ def test_5x_sync_flush_shutdown_flushes_before_the_reput_drains(tmp_path: Path) 
     assert not (Path(root) / "abort").exists()
     store = _store(tmp_path, "5.3.3", "SYNC_FLUSH")
     try:
-        assert store.recovery_plan is not None and store.recovery_plan.mode == "normal"
+        assert store.recovery_plan is not None
+        assert store.recovery_plan.mode == "normal"
         assert store.get_max_offset_in_queue("TopicR", 0) == 1
     finally:
         store.shutdown()

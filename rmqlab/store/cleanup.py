@@ -235,9 +235,13 @@ class CleanupPlan:
 
 
 def _delete_when_hours(delete_when: str) -> tuple[int, ...]:
-    """``deleteWhen.split(";")`` each parsed like ``Integer.parseInt`` (RocketMQ ``isItTimeToDo``)."""
+    """``deleteWhen.split(";")`` each parsed like ``Integer.parseInt`` (RocketMQ ``isItTimeToDo``).
+    Java's ``split`` drops trailing empty strings: ``"04;"`` is hour 4, ``";;"`` no hour at all."""
+    tokens = delete_when.split(";")
+    while delete_when and tokens and not tokens[-1]:
+        tokens.pop()
     hours = []
-    for token in delete_when.split(";"):
+    for token in tokens:
         if not _JAVA_INT.fullmatch(token):
             raise ConfigError(f"delete_when {delete_when!r}: {token!r} is not an hour (Integer.parseInt)")
         hours.append(int(token))

@@ -40,6 +40,7 @@ from rmqlab.store.services import NAP_MS, IdleNap
 from rmqlab.wakeups import Arrivals
 
 if TYPE_CHECKING:
+    from rmqlab.files.mapped_file import SelectMappedBufferResult
     from rmqlab.store.batch_consume_queue import BatchConsumeQueue
     from rmqlab.store.commit_log import CommitLog, DispatchHint
     from rmqlab.store.consume_queue_store import ConsumeQueueStore
@@ -340,10 +341,14 @@ class ReputMessageService:
         rocketmq_version: str = "4.9.8",
         delay_level_table: dict[int, int] | None = None,
         master: bool = True,
+        flushed_only: bool = False,
     ) -> None:
         self.commit_log = commit_log
         self.dispatchers = dispatchers
         self.version = rocketmq_version
+        #: 5.x SYNC_FLUSH: dispatch ends at the flushed offset (:meth:`reput_end`)
+        self.flushed_only = flushed_only
+        self._cut = False  # this round's buffer ends at reput_end(), before its file's data does
         #: a master (brokerId 0) skips the rest of the buffer at a record it cannot parse; a
         #: slave stops there and tries again every round (:meth:`_unparsable`)
         self.master = master
@@ -366,7 +371,28 @@ class ReputMessageService:
         return max(0, self.commit_log.get_max_offset() - self.reput_from_offset)
 
     def is_commit_log_available(self) -> bool:
-        return self.reput_from_offset < self.commit_log.get_max_offset()
+        return self.reput_from_offset < self.reput_end()
+
+    def reput_end(self) -> int:
+        """Where dispatch stops: the CommitLog's max offset (4.9.8; 5.x ASYNC_FLUSH), or with
+        ``flushed_only`` (5.x SYNC_FLUSH) its flushed offset. 5.x reads up to
+        ``getConfirmOffset()``, which outside controller and duplication mode is
+        ``isSyncDiskFlush() ? getFlushedWhere() : getMaxOffset()``: a consumer never sees a
+        message that is not on disk yet."""
+        if self.flushed_only:
+            return min(self.commit_log.mapped_file_queue.flushed_where, self.commit_log.get_max_offset())
+        return self.commit_log.get_max_offset()
+
+    def _select(self, end: int) -> SelectMappedBufferResult | None:
+        """The data from ``reput_from_offset`` to its file's read position, cut at ``end`` (5.x
+        never dispatches a record that would end past its reput end offset)."""
+        sel = self.commit_log.get_data(self.reput_from_offset)
+        self._cut = False
+        if sel is None or not self.flushed_only or sel.start_offset + sel.size <= end:
+            return sel  # (the max offset: data a put added since the round began is read too, as before)
+        sel.release()
+        self._cut = True
+        return self.commit_log.get_message(self.reput_from_offset, end - self.reput_from_offset)
 
     def do_dispatch(self, req: DispatchRequest) -> None:
         for d in self.dispatchers:
@@ -683,13 +709,13 @@ class ReputMessageService:
         min_offset = cl.get_min_offset()
         if self.reput_from_offset < min_offset:
             self.reput_from_offset = min_offset
-        end = cl.get_max_offset()
+        end = self.reput_end()
         check = check_message_and_return_size
         hints = cl.dispatch_hints
         runs = cl.dispatch_runs
         v5 = self.version != "4.9.8"
         while self.reput_from_offset < end:
-            sel = cl.get_data(self.reput_from_offset)
+            sel = self._select(end)
             if sel is None:
                 break
             try:
@@ -815,8 +841,9 @@ class ReputMessageService:
         it also logs "[BUG]dispatch message to consume queue error" and moves the reput offset
         by ``result.getSize() - readSize``: to ``buffer_end``, the end of the data read from that
         file, so the record and every record after it up to there are never dispatched. A slave
-        keeps the offset and meets the record again next round."""
-        if self.master:
+        keeps the offset and meets the record again next round. A record the round's ``end``
+        cuts (5.x SYNC_FLUSH: not flushed whole yet) is not skipped: the round just ends there."""
+        if self.master and not self._cut:
             log.error("[BUG]dispatch message to consume queue error, COMMITLOG OFFSET: %d (a record the parser "
                       "fails: a master skips to %d, the end of the data read from that file)",
                       self.reput_from_offset, buffer_end)
@@ -928,7 +955,7 @@ class ReputMessageService:
         min_offset = cl.get_min_offset()
         if self.reput_from_offset < min_offset:
             self.reput_from_offset = min_offset
-        end = cl.get_max_offset()
+        end = self.reput_end()
         check = check_message_and_return_size
         listeners = self.listeners
         dispatchers = self.dispatchers
@@ -950,7 +977,7 @@ class ReputMessageService:
             head_unpack, long_unpack = _HINT_HEAD.unpack_from, _LONG.unpack_from
             magic_v1, magic_v2 = flags.MESSAGE_MAGIC_CODE_V1, flags.MESSAGE_MAGIC_CODE_V2
         while self.reput_from_offset < end:
-            sel = cl.get_data(self.reput_from_offset)
+            sel = self._select(end)
             if sel is None:
                 break
             try:

@@ -330,6 +330,7 @@ class MessageStore:
             rocketmq_version=c.rocketmq_version,
             delay_level_table=c.delay_level_table,
             master=c.broker_role != "SLAVE",  # (rmqlab has no brokerId: a master's is MASTER_ID, 0)
+            flushed_only=not c.is_v4 and c.is_sync_flush,  # 5.x getConfirmOffset(): flushedWhere
         )
         # pre-faulting needs writes that go through the mapping: no pool, not read-only
         self.prefault = CommitLogPrefaultService(self.commit_log) if self.commit_log.prefault_enabled else None
@@ -634,6 +635,12 @@ class MessageStore:
         return steps
 
     def _drain_reput(self) -> None:
+        if self.reput.flushed_only:
+            # 5.x SYNC_FLUSH dispatches flushed bytes only; RocketMQ's shutdown stops the
+            # CommitLog's services (their last flush) before the reput drains
+            mfq = self.commit_log.mapped_file_queue
+            while not mfq.flush(0):
+                pass
         while self.reput.dispatch_behind_bytes() > 0 and self.reput.run_once() > 0:
             pass
 
@@ -1273,11 +1280,16 @@ class MessageStore:
 
         With the transient store pool, dispatch sees committed bytes only, so what the pool holds
         is committed first (as ``flush()`` does), whatever the commit service's page rules say.
+        A 5.x SYNC_FLUSH store dispatches flushed bytes only: what a store service appended
+        without waiting for the flush (a delivered delayed message) is flushed first.
         """
         mfq = self.commit_log.mapped_file_queue
         target = mfq.get_max_wrote_position()
         if self.commit_service is not None:
             while mfq.committed_where < target and not mfq.commit(0):
+                pass
+        if self.reput.flushed_only:
+            while mfq.flushed_where < target and not mfq.flush(0):
                 pass
         if not self.threaded:
             while self.reput.dispatch_behind_bytes() > 0 and self.reput.run_once() > 0:
@@ -1484,7 +1496,11 @@ class MessageStore:
         status = GetMessageStatus.NO_MATCHED_MESSAGE
         long_min = next_phy_file_start = _LONG_MIN
         max_phy_pulling = 0
-        max_filter = max(16000, max_msg_nums * _CQ_UNIT)
+        c = self.config
+        if c.is_v4:  # for (i = 0; i < maxFilterMessageCount; i += 20): units below the window's bytes
+            window_units = max(16000, max_msg_nums * _CQ_UNIT) // _CQ_UNIT
+        else:  # 5.x breaks at a unit with (queueOffset - offset) * 20 > maxFilterMessageSize: one more
+            window_units = max(c.max_filter_message_size, max_msg_nums * _CQ_UNIT) // _CQ_UNIT + 1
         memory = self._memory_for_messages()
         messages = result.messages
         append = messages.append
@@ -1497,7 +1513,6 @@ class MessageStore:
         total = 0  # result.buffer_total_size, kept local in the loop
         no_filter = message_filter is None
         max_addr = _MAX_ADDR  # (a local: the filtered path compares every tags code with it)
-        c = self.config
         # the limits of 4.9.8's isTheBatchFull, hoisted out of the loop (checked inline below)
         disk_bytes, disk_count = c.max_transfer_bytes_on_message_in_disk, c.max_transfer_count_on_message_in_disk
         mem_bytes, mem_count = c.max_transfer_bytes_on_message_in_memory, c.max_transfer_count_on_message_in_memory
@@ -1505,7 +1520,7 @@ class MessageStore:
             buf = sel_cq.buffer
             # Hot loop: the units come out of one struct.iter_unpack over the window (C-level),
             # not three int.from_bytes slices per unit.
-            window = min(sel_cq.size, max_filter) // _CQ_UNIT * _CQ_UNIT
+            window = min(sel_cq.size // _CQ_UNIT, window_units) * _CQ_UNIT
             units = _CQ_UNIT_STRUCT.iter_unpack(buf[:window])
             if message_filter is not None and cq.consume_queue_ext is not None:
                 # ext addresses resolved with numpy a chunk at a time, not one ext.get a unit

@@ -86,6 +86,18 @@ def test_bad_delete_when_is_a_config_error() -> None:
 
     with pytest.raises(ConfigError, match="not an hour"):
         plan(files(2, 100), config=cfg(delete_when="04;x"))
+    for bad in ("", ";04", "04;;x"):  # Java's split keeps leading and inner empty strings
+        with pytest.raises(ConfigError, match="not an hour"):
+            plan(files(2, 100), config=cfg(delete_when=bad))
+
+
+@pytest.mark.parametrize(("delete_when", "hours"), [("04;", (4,)), ("03;04;;", (3, 4)), (";;", ())])
+def test_delete_when_trailing_separators_as_java_split(delete_when: str, hours: tuple[int, ...]) -> None:
+    """``"04;".split(";")`` is ``["04"]`` in Java (trailing empty strings dropped): a broker
+    with ``deleteWhen=04;`` deletes at 04:00; ``";;"`` splits to nothing and is never time up."""
+    p = plan(files(3, 100), config=cfg(delete_when=delete_when))
+    assert p.delete_when_hours == hours
+    assert p.is_time_up is (4 in hours)  # (plan() runs at 04:30)
 
 
 @pytest.mark.parametrize(

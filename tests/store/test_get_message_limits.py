@@ -89,3 +89,33 @@ def test_batch_limits_match_rocketmq(store: MessageStore, offset: int, max_nums:
             ]
     finally:
         store.config, store._memory_cache = saved
+
+
+
+@pytest.mark.parametrize(("version", "max_filter", "windows"), [
+    ("4.9.8", 200, (800, 800, 800)),  # max(16000, maxMsgNums * 20) bytes, the setting unused
+    ("5.3.3", 200, (11, 17, 11)),  # max(maxFilterMessageSize, maxMsgNums * 20): units at <= that
+    ("5.3.3", 16000, (801, 801, 801)),
+])
+def test_the_cq_window_of_a_filtered_get(tmp_path, version: str, max_filter: int,  # type: ignore[no-untyped-def]
+                                         windows: tuple[int, int, int]) -> None:
+    """How many units one call looks at when none match: 4.9.8 walks ``i < maxFilter`` bytes
+    (800 units by default); 5.x breaks at a unit whose ``(queueOffset - offset) * 20`` is *above*
+    ``maxFilterMessageSize`` (a setting), so the unit exactly that far is still looked at (801)."""
+    root = str(tmp_path / "s")
+    config = MessageStoreConfig.small(root, rocketmq_version=version, max_filter_message_size=max_filter,
+                                      mapped_file_size_consume_queue=2000 * 20, mapped_file_size_commit_log=1 << 20)
+    s = MessageStore.open(root, config, clock=ManualClock(), threaded=False)
+    try:
+        for i in range(900):
+            s.put_message(Message("TopicW", b"m%d" % i, tags="TagA", queue_id=0))
+        s.wait_dispatched()
+        for max_nums, scanned, start in zip((1, 16, 1), windows, (0, 0, 50), strict=True):
+            with s.get_message("g", "TopicW", 0, start, max_nums, TagFilter("TagB")) as r:
+                assert r.status.name == "NO_MATCHED_MESSAGE"
+                assert r.next_begin_offset == min(start + scanned, 900)
+        with s.get_message("g", "TopicW", 0, 0, 32, TagFilter("TagA")) as r:  # matches: maxMsgNums
+            assert r.message_count == 32
+            assert r.next_begin_offset == 32
+    finally:
+        s.shutdown()

@@ -635,9 +635,10 @@ class MessageStore:
         return steps
 
     def _drain_reput(self) -> None:
+        """Dispatch all that is written, in this thread. A 5.x SYNC_FLUSH reput sees flushed bytes
+        only, so those are flushed first (RocketMQ's shutdown also stops the CommitLog's services,
+        with their last flush, before the reput drains)."""
         if self.reput.flushed_only:
-            # 5.x SYNC_FLUSH dispatches flushed bytes only; RocketMQ's shutdown stops the
-            # CommitLog's services (their last flush) before the reput drains
             mfq = self.commit_log.mapped_file_queue
             while not mfq.flush(0):
                 pass
@@ -1288,13 +1289,12 @@ class MessageStore:
         if self.commit_service is not None:
             while mfq.committed_where < target and not mfq.commit(0):
                 pass
-        if self.reput.flushed_only:
-            while mfq.flushed_where < target and not mfq.flush(0):
-                pass
         if not self.threaded:
-            while self.reput.dispatch_behind_bytes() > 0 and self.reput.run_once() > 0:
-                pass
+            self._drain_reput()
             return self.reput.dispatch_behind_bytes() == 0
+        if self.reput.flushed_only:
+            while not mfq.flush(0):
+                pass
         deadline = time.monotonic() + timeout_s
         while self.reput.reput_from_offset < target:
             if time.monotonic() > deadline:

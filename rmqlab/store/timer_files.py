@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import mmap
 import os
+from typing import Any
 
 import numpy as np
 
@@ -116,11 +117,15 @@ class TimerWheel:
             idx = np.concatenate((np.zeros(1, np.int64), idx))
         if self._dirty:
             idx = idx[~np.isin(idx, np.fromiter(self._dirty, dtype=np.int64, count=len(self._dirty)))]
-        keep = slots["time"][idx].astype(np.int64) == start + (idx - start % n) % n
+
+        def window_tick(i: Any) -> Any:  # the tick slot(s) ``i`` hold when valid (ints or arrays)
+            return start + (i - start % n) % n
+
+        keep = slots["time"][idx].astype(np.int64) == window_tick(idx)
         idx = idx[keep]
         cols = [slots[c][idx].astype(np.int64) for c in ("first_pos", "last_pos", "num")]
         if self._dirty:
-            mine = [s for i, s in self._dirty.items() if s.time == start + (i - start % n) % n]
+            mine = [s for i, s in self._dirty.items() if s.time == window_tick(i)]
             extra = ([s.first_pos for s in mine], [s.last_pos for s in mine], [s.num for s in mine])
             cols = [np.concatenate((c, np.array(e, np.int64))) for c, e in zip(cols, extra, strict=True)]
         return cols[0], cols[1], cols[2]

@@ -433,7 +433,7 @@ def delays(store: Path, hash_slot_num: int | None, index_num: int | None, delay_
 @_store_options
 @click.option("--wheel", is_flag=True, help="Show the timer wheel's non-empty slots instead of the messages.")
 @click.option("--limit", type=click.IntRange(min=0), default=None, help="At most this many rows.")
-@click.option("--precision-ms", type=click.IntRange(min=1), default=1000, show_default=True,
+@click.option("--precision-ms", type=click.IntRange(1, 2**31 - 1), default=1000, show_default=True,
               help="The broker's timerPrecisionMs (not stored in the files).")
 @_output_options
 def timers(store: Path, hash_slot_num: int | None, index_num: int | None, wheel: bool, limit: int | None,

@@ -577,7 +577,9 @@ class MappedFile:
         None when the range is not below the read position, ``pos`` is negative, or the file is
         being destroyed. The result holds a reference: release it (or use ``with``).
         """
-        read_pos = self.read_position
+        # a read-only file shorter than file_size (a trimmed last file) holds no bytes past its
+        # length, whatever position recovery set (a misaligned file's range overlaps its neighbour's)
+        read_pos = min(self.read_position, self.mapped_length) if self.read_only else self.read_position
         if size is None:
             if not 0 <= pos < read_pos:
                 return None

@@ -299,8 +299,15 @@ def _check_files(what: str, directory: str, files: list[MappedFile], file_size: 
             if parse_offset_file_name(name) is None:
                 yield Finding("warning", "unexpected_file", os.path.relpath(full, root), 0,
                               f"{what}: {name!r} is not an offset file name (20 digits, at most Long.MAX_VALUE)")
-            elif os.path.getsize(full) == 0:
-                yield Finding("warning", "empty_file", os.path.relpath(full, root), 0, f"{what}: empty file")
+            else:
+                try:
+                    size = os.path.getsize(full)
+                except OSError as e:  # a dangling or looping symlink: RocketMQ's load fails on it
+                    yield Finding("error", "unexpected_file", os.path.relpath(full, root), 0,
+                                  f"{what}: {name!r} cannot be read ({e.strerror or e})")
+                    continue
+                if size == 0:
+                    yield Finding("warning", "empty_file", os.path.relpath(full, root), 0, f"{what}: empty file")
     prev: MappedFile | None = None
     for i, mf in enumerate(files):
         rel = os.path.relpath(mf.file_name, root)

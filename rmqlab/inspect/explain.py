@@ -86,12 +86,13 @@ def explain_recovery(snap: StoreSnapshot, *, config: MessageStoreConfig | None =
                             or cfg.mapper_file_size_batch_consume_queue,
                             batch_topics=lambda: batch_topics)
     try:
-        cqs.load()
+        load_failures = _load_failures(snap, cfg, cqs)
         cq_max = cqs.recover()
         checkpoint = snap.checkpoint_values() or Checkpoint()
         views = [CommitLogFileView(mf.name, mf.file_from_offset, mf.buffer) for mf in snap.commit_log_files]
         plan = plan_recovery(views, cfg.mapped_file_size_commit_log, last_exit_ok=not snap.abort_present,
                              max_phy_offset_of_consume_queue=cq_max, checkpoint=checkpoint, config=cfg)
+        plan.notes[:0] = load_failures
         plan.steps[:0] = cqs.batch_recovery_steps
         note_ext_recovery(plan, cqs.ext_recovery_steps, ext_enabled=ext, ext_files_present=ext_files)
         if plan.truncate_consume_queues:  # what MessageStore._apply_recovery adds
@@ -113,6 +114,26 @@ def explain_recovery(snap: StoreSnapshot, *, config: MessageStoreConfig | None =
         if kept:
             index_end_past_log(plan, kept[-1].name, kept[-1].end_phy_offset)
     return plan
+
+
+def _load_failures(snap: StoreSnapshot, cfg: MessageStoreConfig, cqs: Any) -> list[str]:
+    """Load the CommitLog and consume queue files as ``MessageStore.load()`` does (read-only) and
+    say where RocketMQ's load would fail (a file of the wrong length, a name past Long.MAX_VALUE):
+    the broker then does not start and no recovery runs, and the consume queues after the failing
+    one are not loaded (their offsets are missing from the plan)."""
+    from rmqlab.files.mapped_file_queue import MappedFileQueue
+
+    out = []
+    log = MappedFileQueue(snap.commit_log_dir, cfg.mapped_file_size_commit_log, read_only=True)
+    try:
+        if not log.load():
+            out.append(f"commit log: {log.load_error}")
+    finally:
+        log.close()
+    if not cqs.load():
+        out.append(f"consume queue: {cqs.load_error} (the queues after it are left out of this plan)")
+    return [f"RocketMQ's load fails ({w}): the broker does not start and no recovery runs; this plan is "
+            "what recovery would do once the file is fixed" for w in out]
 
 
 def explain_cleanup(snap: StoreSnapshot, *, now: datetime | int | None = None, disk_ratio: float | None = None,

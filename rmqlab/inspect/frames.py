@@ -88,6 +88,21 @@ TOPIC_COLUMNS = [
 ]
 
 
+def int64_column(values: Any) -> Any:
+    """``values`` (ints, None/NA) as a nullable Int64 array. Built from the Python ints, not from a
+    DataFrame column (a column of ints and None is float64, which rounds any int above 2**53 and
+    makes ``astype("Int64")`` refuse it: a file named near Long.MAX_VALUE); a value no long holds
+    (a product of damaged fields) is NA rather than wrapped."""
+    out = []
+    for v in values:
+        if v is None or v is pd.NA or (isinstance(v, float) and v != v):
+            out.append(None)
+        else:
+            v = int(v)
+            out.append(v if -(2**63) <= v < 2**63 else None)
+    return pd.array(out, dtype="Int64")
+
+
 def _rel(snap: StoreSnapshot, path: str) -> str:
     return os.path.relpath(path, snap.path)
 
@@ -141,7 +156,7 @@ def files_frame(snap: StoreSnapshot) -> pd.DataFrame:
     _other_files(snap, row)
     df = pd.DataFrame(rows, columns=FILE_COLUMNS)
     for c in ("queue_id", "file_from_offset", "file_size", "wrote_position", "flushed_position", "index_count"):
-        df[c] = df[c].astype("Int64")
+        df[c] = int64_column([r[c] for r in rows])  # from the rows: the frame's column may be float64
     return df
 
 
@@ -605,6 +620,9 @@ def delays_frame(snap: StoreSnapshot, message_delay_level: str | None = None) ->
                 text = f.read()
         except FileNotFoundError:
             continue
+        except OSError as e:  # a directory, an unreadable file: RocketMQ's load fails on it, then tries the .bak
+            errors.append(f"{path}: {e.strerror or e}")
+            continue
         if not text:
             continue
         try:
@@ -633,7 +651,7 @@ def delays_frame(snap: StoreSnapshot, message_delay_level: str | None = None) ->
                      "waiting": max(0, hi - max(offset or 0, lo)), "next_due_ms": due})
     df = pd.DataFrame(rows, columns=DELAY_COLUMNS)
     for col in ("delay_ms", "offset", "next_due_ms"):
-        df[col] = df[col].astype("Int64")
+        df[col] = int64_column([r.get(col) for r in rows])
     df.attrs["source"] = source
     df.attrs["error"] = "; ".join(errors)
     return df

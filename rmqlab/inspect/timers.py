@@ -63,6 +63,8 @@ from rmqlab.codec.timer_wheel import (
     check_wheel_length,
     non_empty_slots,
 )
+from rmqlab.errors import ConfigError
+from rmqlab.inspect.frames import int64_column
 
 if TYPE_CHECKING:
     from rmqlab.codec.message import MessageRecord
@@ -220,12 +222,19 @@ def timer_checkpoint_frame(snap: StoreSnapshot) -> pd.DataFrame:
     return df
 
 
+def _check_precision(precision_ms: int) -> None:
+    """``timerPrecisionMs`` is a Java int of at least 1: anything else is no broker's setting."""
+    if not 1 <= precision_ms <= 2**31 - 1:
+        raise ConfigError(f"precision_ms (timerPrecisionMs) must be 1..{2**31 - 1}, not {precision_ms}")
+
+
 def timer_wheel_frame(snap: StoreSnapshot, precision_ms: int = DEFAULT_TIMER_PRECISION_MS) -> pd.DataFrame:
     """The wheel's non-empty slots in slot order: ``time_ms`` (the tick the slot was last written
     for, times ``precision_ms``), its chain's ``first_pos``/``last_pos`` in the timerlog, ``num``,
     ``magic``; ``pending`` when its time is at or after the checkpoint's read time (dequeue has not
     reached it: slots are never cleared, so older ones are history); ``index_ok`` when the slot
     sits where its time puts it (``time % 1,209,600``) -- a slot that does not is never read."""
+    _check_precision(precision_ms)
     wheel = _wheel(snap)
     if wheel is None:
         return _empty(TIMER_WHEEL_COLUMNS, _NO_TIMER_FILES)
@@ -411,6 +420,7 @@ def timers_frame(snap: StoreSnapshot, precision_ms: int = DEFAULT_TIMER_PRECISIO
     a DELETE unit of the same slot names it. A unit whose record or timerlog unit is missing or
     damaged is a row with ``problem`` set. ``attrs``: ``note``, ``damage``, ``read_time_ms``.
     """
+    _check_precision(precision_ms)
     wheel = _wheel(snap)
     log = _timer_log(snap, file_size)
     cp = timer_checkpoint_values(snap)
@@ -436,7 +446,7 @@ def timers_frame(snap: StoreSnapshot, precision_ms: int = DEFAULT_TIMER_PRECISIO
     df = pd.DataFrame(rows, columns=TIMER_COLUMNS)
     for col in ("slot_ms", "due_ms", "real_queue_id", "commit_log_offset", "size_py", "timer_log_offset",
                 "queue_offset", "enqueue_ms", "roll_times"):
-        df[col] = df[col].astype("Int64")
+        df[col] = int64_column([r.get(col) for r in rows])
     for col in ("kind", "real_topic", "uniq_key", "keys", "tags"):  # missing strings are None, not NaN
         df[col] = df[col].astype(object).where(df[col].notna(), None)
     df["cancelled"] = df["cancelled"].eq(True)

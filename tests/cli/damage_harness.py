@@ -1,0 +1,582 @@
+"""A 3 a.m. damage harness: one damage from a broad catalogue on a copy of a store, then every
+inspection command (CLI in-process and the Python API) under a watchdog, with the store's bytes,
+mtimes and listing compared before and after.
+
+Used by ``tests/cli/test_cli_damage_fuzz.py`` (a seeded sample) and runnable by hand for a wide
+sweep: ``python -m tests.cli.damage_harness [N]`` prints every combination that breaks a promise.
+
+The promise checked (README "Scripted inspection"): inspection never changes a byte of the
+directory it reads; a damaged file, bad topic, path outside the store or wrong argument gets a
+clear error (exit 2, one ``rmqlab: error:`` line) or findings/warnings -- never a traceback, a
+hang, or output that does not parse.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import stat
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from rmqlab.cli import main
+from rmqlab.errors import RmqlabError
+from rmqlab.testing import damage
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+SMALL_INDEX = ["--hash-slot-num", "64", "--index-num", "256"]
+CALL_TIMEOUT_S = 20  # one command on a ~1 MB store takes well under a second; more is a hang
+
+
+# ------------------------------------------------------------------------------------- sources
+@dataclass
+class Source:
+    """A clean store to damage and the arguments that make sense for it."""
+
+    name: str
+    root: Path
+    topic: str
+    queue: int
+    offset: int  # a record's CommitLog offset
+    msg_id: str
+    uniq_key: str
+    key: str
+    index_file: str | None
+
+
+def _describe(name: str, root: Path) -> Source:
+    from rmqlab.inspect import open_snapshot
+
+    with open_snapshot(root) as snap:
+        rec = next(snap.iter_messages())
+        keyed = next((r for r in snap.iter_messages() if r.keys), rec)
+        names = [os.path.basename(p) for p in snap.index_paths]
+        queue = next(iter(sorted(snap.consume_queues or snap.batch_consume_queues)), (rec.topic, rec.queue_id))
+    return Source(name, root, queue[0], queue[1], rec.commit_log_offset, rec.msg_id, rec.uniq_key or rec.msg_id,
+                  keyed.keys[0] if keyed.keys else "k", names[0] if names else None)
+
+
+def reference_source(name: str) -> Source:
+    return _describe(name, FIXTURES / name / "store")
+
+
+def timer_source(base: Path) -> Source:
+    """A 5.3.3 store with timerlog/, timerwheel, config/timercheck (rmqlab.testing.timer_store)."""
+    from rmqlab.testing.timer_store import write_timer_store
+
+    root = base / "timer-store"
+    if not root.exists():
+        write_timer_store(root)
+    return _describe("timer", root)
+
+
+def batch_ext_source(base: Path) -> Source:
+    """A store written with enableConsumeQueueExt (consumequeue_ext/) plus a 5.x BatchConsumeQueue
+    (batchconsumequeue/) beside it."""
+    root = base / "ext-store"
+    if not root.exists():
+        from rmqlab.clock import ManualClock
+        from rmqlab.config import MessageStoreConfig
+        from rmqlab.store.message import Message
+        from rmqlab.store.message_store import MessageStore
+
+        config = MessageStoreConfig.small(str(root), enable_consume_queue_ext=True,
+                                          mapped_file_size_consume_queue_ext=1000)
+        clock = ManualClock(1_700_000_000_000)
+        with MessageStore.open(root, config, clock=clock, threaded=False) as store:
+            for i in range(120):
+                m = Message("Orders", b"b%d" % i, tags=["TagA", "TagB", None][i % 3], keys=[f"k-{i}"], queue_id=i % 2)
+                assert store.put_message(m).ok
+                clock.advance(3)
+            store.step()
+            assert store.wait_dispatched()
+        from tests.batch_cq_store import write_batch_store
+
+        other = base / "batch-only"
+        write_batch_store(other)
+        shutil.copytree(other / "batchconsumequeue", root / "batchconsumequeue")
+    return _describe("ext+batch", root)
+
+
+# ------------------------------------------------------------------------------------- damages
+KINDS = {  # file kind -> glob(s) under the store root
+    "commitlog": ["commitlog/*"],
+    "consumequeue": ["consumequeue/*/*/*"],
+    "index": ["index/*"],
+    "checkpoint": ["checkpoint"],
+    "config": ["config/*.json", "config/*.bak", "config/timercheck"],
+    "timerlog": ["timerlog/*"],
+    "timerwheel": ["timerwheel"],
+    "batchconsumequeue": ["batchconsumequeue/*/*/*"],
+    "consumequeue_ext": ["consumequeue_ext/*/*/*"],
+}
+
+
+def files_of(root: Path, kind: str) -> list[Path]:
+    return sorted(p for g in KINDS[kind] for p in root.glob(g) if p.is_file() and not p.is_symlink())
+
+
+def _pick(root: Path, kind: str, rng: random.Random) -> Path | None:
+    files = [p for p in files_of(root, kind) if kind != "timerwheel" or p.stat().st_size]
+    return rng.choice(files) if files else None
+
+
+def _flip(root: Path, kind: str, rng: random.Random, outside: Path) -> str | None:
+    path = _pick(root, kind, rng)
+    if path is None or not path.stat().st_size:
+        return None
+    size = path.stat().st_size
+    # near the start (headers, first records/units) half the time: where damage matters most
+    hi = size if rng.random() < 0.5 else min(size, 4096)
+    where = sorted(rng.randrange(hi) for _ in range(rng.randint(1, 16)))
+    for off in where:
+        damage.set_bytes(path, off, bytes([rng.randrange(256)]))
+    return f"{path.relative_to(root)}: bytes changed at {where[:6]}"
+
+
+def _truncate(root: Path, kind: str, rng: random.Random, outside: Path) -> str | None:
+    path = _pick(root, kind, rng)
+    if path is None:
+        return None
+    size = path.stat().st_size
+    length = rng.choice([0, 1, 2, 3, rng.randrange(size + 1)])
+    damage.truncate_file(path, min(length, size))
+    return f"{path.relative_to(root)}: truncated to {min(length, size)}"
+
+
+def _extend(root: Path, kind: str, rng: random.Random, outside: Path) -> str | None:
+    path = _pick(root, kind, rng)
+    if path is None:
+        return None
+    with open(path, "ab") as f:
+        f.write(rng.randbytes(rng.choice([1, 3, 20, 777, 5000])))
+    return f"{path.relative_to(root)}: garbage appended"
+
+
+def _rename(root: Path, kind: str, rng: random.Random, outside: Path) -> str | None:
+    path = _pick(root, kind, rng)
+    if path is None:
+        return None
+    base = int(path.name) if path.name.isdigit() else 0
+    new = rng.choice([path.name + ".bak", "x" + path.name[1:], f"{base + rng.randint(1, 999):020d}",
+                      f"{base}", f"{base + 1:020d}", "0" * 21, f"{2**63 - 7:020d}", f"{2**64:020d}"])
+    target = path.with_name(new)
+    if target.exists():
+        return None
+    path.rename(target)
+    return f"{path.relative_to(root)} renamed to {new}"
+
+
+def _file_to_dir(root: Path, kind: str, rng: random.Random, outside: Path) -> str | None:
+    path = _pick(root, kind, rng)
+    if path is None:
+        return None
+    path.unlink()
+    path.mkdir()
+    (path / "inner").write_bytes(b"x")
+    return f"{path.relative_to(root)} is now a directory"
+
+
+def _dir_to_file(root: Path, rng: random.Random) -> str | None:
+    dirs = sorted(p for p in root.rglob("*") if p.is_dir() and not p.is_symlink())
+    if not dirs:
+        return None
+    path = rng.choice(dirs)
+    shutil.rmtree(path)
+    path.write_bytes(rng.randbytes(rng.choice([0, 20, 1280])))
+    return f"{path.relative_to(root)} is now a file"
+
+
+def _junk_everywhere(root: Path, rng: random.Random) -> str | None:
+    dirs = [root, *sorted(p for p in root.rglob("*") if p.is_dir() and not p.is_symlink())]
+    names = ["junk", ".DS_Store", "x.tmp", "123", "99999999999999999999", f"{rng.randrange(10**19):020d}",
+             "00000000000000000000.bak", "-1", "٣٣"]
+    for d in dirs:
+        name = rng.choice(names)
+        if not (d / name).exists():
+            (d / name).write_bytes(rng.randbytes(rng.randint(0, 300)))
+    return f"a junk file in each of {len(dirs)} directories"
+
+
+def _bad_topic_dir(root: Path, rng: random.Random) -> str | None:
+    for top in ("consumequeue", "batchconsumequeue", "consumequeue_ext"):
+        parent = root / top
+        if not parent.is_dir():
+            continue
+        topics = sorted(p for p in parent.iterdir() if p.is_dir())
+        if not topics:
+            continue
+        name = rng.choice(["bad topic", "x" * 300, "a/../b".replace("/", "%2F"), "..", ".", "-", "tab\there",
+                           "ünï", "%RETRY%g", "%LMQ%x", "\\back"])
+        if len(name) > 255:  # longer than NAME_MAX: no file system holds it; 255 is the longest
+            name = "y" * 255
+        target = parent / name
+        if name in (".", "..") or target.exists():
+            target = parent / (name + "_")
+        shutil.copytree(rng.choice(topics), target)
+        return f"{top}/{target.name[:40]!r} (illegal topic dir)"
+    return None
+
+
+def _sparse(root: Path, rng: random.Random) -> str | None:
+    choice = rng.choice(["commitlog", "index", "consumequeue", "root", "checkpoint", "timerwheel"])
+    size = rng.choice([2**31 + 5, 2**32, 2**40])
+    if choice == "root":
+        path = root / "huge.bin"
+    else:
+        files = files_of(root, choice)
+        if not files:
+            return None
+        path = rng.choice(files)
+    with open(path, "ab") as f:
+        f.truncate(size)
+    return f"{path.relative_to(root)}: sparse, {size} bytes"
+
+
+def _missing(root: Path, rng: random.Random) -> str | None:
+    dirs = [p for p in ("commitlog", "consumequeue", "index", "config", "timerlog", "batchconsumequeue",
+                        "consumequeue_ext") if (root / p).is_dir()]
+    queue_dirs = sorted(p for p in root.glob("consumequeue/*/*") if p.is_dir())
+    choice = rng.choice(dirs + [str(q.relative_to(root)) for q in queue_dirs[:3]] + ["checkpoint", "timerwheel"])
+    path = root / choice
+    if path.is_dir():
+        shutil.rmtree(path)
+    elif path.exists():
+        path.unlink()
+    else:
+        return None
+    return f"{choice} removed"
+
+
+def _symlink_out(root: Path, rng: random.Random, outside: Path) -> str | None:
+    kind = rng.choice(["commitlog", "consumequeue", "index", "checkpoint", "config", "dir", "loop", "dangling"])
+    if kind == "dir":
+        target = outside / "outside-topic"
+        (target / "0").mkdir(parents=True, exist_ok=True)
+        (target / "0" / f"{0:020d}").write_bytes(bytes(1280))
+        link = root / "consumequeue" / "OutsideTopic"
+        if not link.parent.is_dir():
+            return None
+        link.symlink_to(target)
+        return "consumequeue/OutsideTopic -> a directory outside the store"
+    if kind in ("loop", "dangling"):
+        link = root / "commitlog" / f"{10**15:020d}"
+        if not link.parent.is_dir():
+            return None
+        link.symlink_to(link if kind == "loop" else outside / "nothing-here")
+        return f"commitlog/{link.name}: {kind} symlink"
+    path = _pick(root, kind, rng)
+    if path is None:
+        return None
+    target = outside / ("copy-of-" + path.name)
+    shutil.copyfile(path, target)
+    path.unlink()
+    path.symlink_to(target)
+    return f"{path.relative_to(root)} -> a file outside the store"
+
+
+def _empty_store(root: Path, rng: random.Random) -> str:
+    shutil.rmtree(root)
+    root.mkdir()
+    return "empty store dir"
+
+
+def _no_such(root: Path, rng: random.Random) -> str:
+    shutil.rmtree(root)
+    return "path does not exist"
+
+
+def _a_file(root: Path, rng: random.Random) -> str:
+    shutil.rmtree(root)
+    root.write_bytes(b"not a store\n")
+    return "path is a file"
+
+
+def _unreadable(root: Path, kind: str, rng: random.Random, outside: Path) -> str | None:
+    if os.geteuid() == 0:  # root reads a mode-000 file anyway: nothing to test
+        return None
+    path = _pick(root, kind, rng)
+    if path is None:
+        return None
+    path.chmod(0)
+    return f"{path.relative_to(root)}: chmod 000"
+
+
+PER_KIND = {"flip": _flip, "truncate": _truncate, "extend": _extend, "rename": _rename, "file_to_dir": _file_to_dir,
+            "unreadable": _unreadable}
+WHOLE = {"dir_to_file": _dir_to_file, "junk": _junk_everywhere, "bad_topic_dir": _bad_topic_dir,
+         "sparse": _sparse, "missing": _missing, "empty": _empty_store, "no_such": _no_such, "a_file": _a_file}
+
+
+def catalogue() -> list[str]:
+    """Every damage name: ``how:kind`` for the per-kind ones, plain names for the rest."""
+    out = [f"{how}:{kind}" for how in PER_KIND for kind in KINDS]
+    return out + sorted(WHOLE) + ["symlink_out"]
+
+
+def apply(name: str, root: Path, rng: random.Random, outside: Path) -> str | None:
+    """Apply one damage; None when it does not apply to this store (no such file kind)."""
+    if ":" in name:
+        how, kind = name.split(":")
+        if kind == "timerwheel" and how in ("flip", "extend"):
+            pass
+        return PER_KIND[how](root, kind, rng, outside)
+    if name == "symlink_out":
+        return _symlink_out(root, rng, outside)
+    return WHOLE[name](root, rng)
+
+
+# ------------------------------------------------------------------------------------- commands
+def commands(src: Source, s: str, rng: random.Random) -> list[list[str]]:
+    """Every inspection command with sensible arguments, plus a few bad ones (picked by ``rng``)."""
+    t, q = src.topic, str(src.queue)
+    good = [
+        ["inspect", s], ["messages", s, "--limit", "50"], ["messages", s, "--topic", t, "--queue", q, "--body", "text"],
+        ["messages", s, "--from-offset", str(src.offset + 3), "--limit", "5"],
+        ["get", s, "--offset", str(src.offset), "--body", "hex"], ["get", s, "--msg-id", src.msg_id],
+        ["get", s, "--msg-id", src.uniq_key], ["cq", s, t, q], ["cq", s, t, q, "--from", "2", "--tags", "TagA || TagB"],
+        ["query", s, "--topic", t, "--key", src.key], ["index", s],
+        ["index", s, "--chain", t, src.key], ["verify", s], ["verify", s, "--crc"], ["recover", s, "--dry-run"],
+        ["recover", s, "--dry-run", "--rocketmq-version", "5.3.3"],
+        ["cleanup", s, "--plan", "--now", "2030-01-01T04:00:00+00:00", "--disk-ratio", "0.5"],
+        ["delays", s], ["timers", s], ["timers", s, "--wheel"],
+    ]
+    if src.index_file:
+        good.append(["index", s, "--file", src.index_file])
+    bad = [
+        ["get", s, "--offset", "-1"], ["get", s, "--offset", str(2**63 - 1)], ["get", s, "--offset", str(2**64)],
+        ["get", s, "--offset", "abc"], ["get", s, "--msg-id", "zz"], ["get", s, "--msg-id", "0" * 32],
+        ["get", s, "--msg-id", "FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF"], ["get", s, "--msg-id", ""],
+        ["cq", s, "NoSuchTopic", "0"], ["cq", s, "../x", "0"], ["cq", s, t, "-1"], ["cq", s, t, str(2**31)],
+        ["cq", s, t, str(2**70)], ["cq", s, t, q, "--from", str(2**63 - 1)], ["cq", s, t, q, "--from", "-5"],
+        ["cq", s, "x" * 300, "0"], ["cq", s, "", "0"], ["messages", s, "--from-offset", str(2**63 - 1)],
+        ["messages", s, "--from-offset", str(2**64 + 5)], ["messages", s, "--topic", "../x"],
+        ["messages", s, "--queue", "-3"], ["messages", s, "--limit", "x"],
+        ["query", s, "--topic", "../x", "--key", "k"],
+        ["query", s, "--topic", t, "--key", src.key, "--begin", "9" * 30],
+        ["query", s, "--topic", t, "--key", src.key, "--begin", "10", "--end", "5"],
+        ["query", s, "--topic", t, "--key", src.key, "--begin", str(-2**63)],
+        ["index", s, "--file", "../../checkpoint"], ["index", s, "--file", "nope"], ["index", s, "--file", ""],
+        ["index", s, "--chain", "bad topic", "k"], ["index", s, "--hash-slot-num", "0", "--index-num", "1"],
+        ["index", s, "--hash-slot-num", str(2**40), "--index-num", str(2**40)], ["index", s, "--hash-slot-num", "64"],
+        ["cleanup", s, "--plan", "--now", "yesterday"], ["cleanup", s, "--plan", "--delete-when", "25;xx"],
+        ["cleanup", s, "--plan", "--disk-ratio", "2"], ["cleanup", s, "--plan", "--file-reserved-time", str(2**62)],
+        ["cleanup", s, "--plan", "--now", "9999-12-31T23:59:59+14:00"], ["cleanup", s],
+        ["delays", s, "--delay-levels", "1x 2y"], ["delays", s, "--delay-levels", ""],
+        ["delays", s, "--delay-levels", "9999999999999999999d"], ["timers", s, "--precision-ms", str(2**62)],
+        ["timers", s, "--limit", "-1"], ["recover", s], ["verify", s, "--json", "--json-lines"],
+        ["messages", s, *SMALL_INDEX, "--limit", "3"],
+    ]
+    return good + rng.sample(bad, min(len(bad), 8))
+
+
+# ------------------------------------------------------------------------------------- running
+class Hang(Exception):
+    pass
+
+
+@contextmanager
+def watchdog(seconds: int) -> Iterator[None]:
+    """SIGALRM after ``seconds``: raises :class:`Hang` in the main thread (a hung mmap walk or loop)."""
+
+    def fire(signum: int, frame: Any) -> None:
+        raise Hang(f"no answer within {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def tree_state(*roots: Path) -> dict[str, Any]:
+    """Every entry under ``roots`` (symlinks not followed): kind, mode, size, mtime_ns, and the
+    bytes' sha256 (sparse files: size and mtime only, their holes are not read)."""
+    out: dict[str, Any] = {}
+    for root in roots:
+        if not os.path.lexists(root):
+            out[str(root)] = None
+            continue
+        paths = [root] if not root.is_dir() or root.is_symlink() else [root, *root.rglob("*")]
+        for p in paths:
+            st = os.lstat(p)
+            entry: tuple[Any, ...] = (stat.S_IFMT(st.st_mode), st.st_mode, st.st_size, st.st_mtime_ns)
+            if stat.S_ISREG(st.st_mode) and st.st_size <= 64 << 20 and st.st_mode & 0o400:
+                entry += (hashlib.sha256(p.read_bytes()).hexdigest(),)
+            elif stat.S_ISLNK(st.st_mode):
+                entry += (os.readlink(p),)
+            out[str(p)] = entry
+    return out
+
+
+@dataclass
+class Problem:
+    what: str
+    detail: str
+
+
+def check_cli(args: list[str], *, store_missing: bool = False) -> Problem | None:
+    """Run one CLI command in-process; a Problem when it breaks the promise."""
+    try:
+        with watchdog(CALL_TIMEOUT_S):
+            r = CliRunner().invoke(main, args)
+    except Hang as e:
+        return Problem("hang", str(e))
+    if isinstance(r.exception, Hang):
+        return Problem("hang", str(r.exception))
+    if r.exception is not None and not isinstance(r.exception, SystemExit):
+        import traceback
+
+        tb = "".join(traceback.format_exception(r.exception))[-1500:]
+        return Problem("traceback", f"{r.exception!r}\n{tb}")
+    if r.exit_code not in (0, 1, 2):
+        return Problem("exit code", f"{r.exit_code}: {r.stderr[-300:]}")
+    if "Traceback" in r.stderr or "Traceback" in r.stdout:
+        return Problem("traceback text", r.stderr[-600:])
+    if r.exit_code == 2:
+        lines = r.stderr.strip().splitlines()  # warnings may come first; the error is the last line
+        if not lines or not lines[-1].startswith("rmqlab: error: ") or not all(x.startswith("rmqlab: ") for x in lines):
+            return Problem("error format", r.stderr[-300:])
+        if r.stdout:
+            return Problem("stdout on error", r.stdout[:200])
+        if len(lines[-1]) > 600:
+            return Problem("error not short", lines[-1][:600])
+    if r.exit_code in (0, 1) and ("--json" in args) and "--json-lines" not in args:
+        try:
+            json.loads(r.stdout)
+        except ValueError as e:
+            return Problem("bad json", f"{e}: {r.stdout[:200]!r} / {r.stderr[-300:]}")
+    if r.exit_code in (0, 1) and "--json-lines" in args and "--json" not in args:
+        for line in r.stdout.splitlines():
+            try:
+                json.loads(line)
+            except ValueError as e:
+                return Problem("bad json line", f"{e}: {line[:200]!r}")
+    return None
+
+
+def api_calls(src: Source) -> list[tuple[str, Callable[[Any], Any]]]:
+    t, q = src.topic, src.queue
+    calls: list[tuple[str, Callable[[Any], Any]]] = [
+        ("files", lambda s: s.files()), ("messages", lambda s: s.messages(limit=100)),
+        ("messages(topic)", lambda s: s.messages(t, queue_id=q)), ("topics", lambda s: s.topics()),
+        ("consume_queue", lambda s: s.consume_queue(t, q)),
+        ("consume_queue(from)", lambda s: s.consume_queue(t, q, 3, 5)),
+        ("batch_consume_queue", lambda s: s.batch_consume_queue("Batched", 0)),
+        ("index_files", lambda s: s.index_files()), ("index_chain", lambda s: s.index_chain(t, src.key)),
+        ("checkpoint", lambda s: s.checkpoint()), ("delays", lambda s: s.delays()),
+        ("timer_checkpoint", lambda s: s.timer_checkpoint()), ("timer_wheel", lambda s: s.timer_wheel()),
+        ("timer_log", lambda s: s.timer_log()), ("timers", lambda s: s.timers()),
+        ("verify", lambda s: list(s.verify(check_crc=True))), ("explain_recovery", lambda s: s.explain_recovery()),
+        ("explain_cleanup", lambda s: s.explain_cleanup(now=1_900_000_000_000, disk_ratio=0.5)),
+        ("read_record", lambda s: s.read_record(src.offset)), ("read_record(huge)", lambda s: s.read_record(2**63 - 1)),
+        ("record_start_at_or_after", lambda s: s.record_start_at_or_after(src.offset + 1)),
+    ]
+    if src.index_file:
+        calls.append(("index_slots", lambda s: s.index_slots(src.index_file)))
+    return calls
+
+
+def check_api(src: Source, path: Path) -> list[Problem]:
+    """The Python API on ``path``: every frame and walk returns or raises an RmqlabError."""
+    from rmqlab.inspect import open_snapshot
+
+    problems: list[Problem] = []
+
+    def guarded(what: str, fn: Callable[[], Any]) -> Any:
+        try:
+            with watchdog(CALL_TIMEOUT_S):
+                return fn()
+        except Hang as e:
+            problems.append(Problem(f"api {what}: hang", str(e)))
+        except RmqlabError:
+            pass
+        except Exception as e:  # the point: anything else is a bug
+            import traceback
+
+            problems.append(Problem(f"api {what}: {type(e).__name__}",
+                                    "".join(traceback.format_exception(e))[-1500:]))
+        return None
+
+    snap = guarded("open_snapshot", lambda: open_snapshot(path))
+    if snap is None:
+        return problems
+    try:
+        for what, fn in api_calls(src):
+            guarded(what, lambda fn=fn: fn(snap))  # type: ignore[misc]
+    finally:
+        snap.close()
+    return problems
+
+
+def run_case(src: Source, damage_name: str, seed: int, work: Path, *, table_too: bool = True,
+             api: bool = True) -> tuple[str | None, list[tuple[list[str], Problem]]]:
+    """Copy ``src`` to ``work``, apply one damage, run everything; ``(damage done, problems)``."""
+    rng = random.Random(f"{src.name}/{damage_name}/{seed}")
+    root, outside = work / "store", work / "outside"
+    for p in (root, outside):
+        if p.is_symlink() or p.is_file():
+            p.unlink()
+        elif p.exists():
+            shutil.rmtree(p)
+    shutil.copytree(src.root, root, symlinks=True)
+    outside.mkdir()
+    (root / "lock").unlink(missing_ok=True)  # not a promise about lock files: none is taken either
+    did = apply(damage_name, root, rng, outside)
+    if did is None:
+        return None, []
+    s = str(root)
+    before = tree_state(root, outside)
+    problems: list[tuple[list[str], Problem]] = []
+    for args in commands(src, s, rng):
+        variants = [[*args, "--json"]] + ([args] if table_too else [])
+        if args[0] in ("index", "query", "messages") and rng.random() < 0.3:
+            variants.append([*args, *SMALL_INDEX, "--json-lines"])
+        for v in variants:
+            p = check_cli(v)
+            if p is not None:
+                problems.append((v, p))
+    if api:
+        problems += [(["api"], p) for p in check_api(src, root)]
+    after = tree_state(root, outside)
+    if after != before:
+        changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+        problems.append((["*"], Problem("store changed", f"{changed[:5]}")))
+    return did, problems
+
+
+if __name__ == "__main__":  # a wide sweep by hand
+    import sys
+    import tempfile
+
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 1
+    only = sys.argv[2] if len(sys.argv) > 2 else ""
+    base = Path(tempfile.mkdtemp(prefix="rmqlab-damage-"))
+    sources = [reference_source("clean-small"), reference_source("crash-tail"), timer_source(base),
+               batch_ext_source(base)]
+    seen: set[tuple[str, str]] = set()
+    for seed in range(n):
+        for src in sources:
+            for name in catalogue():
+                if only and only not in name:
+                    continue
+                did, problems = run_case(src, name, seed, base / "w", table_too=seed == 0)
+                for args, p in problems:
+                    sig = (p.what, p.detail.strip().splitlines()[-1][:120] if p.detail.strip() else "")
+                    if sig in seen:
+                        continue
+                    seen.add(sig)
+                    print(f"== {src.name} / {name} / seed {seed}: {did}\n   {args[:1] + args[2:]}\n   {p.what}: "
+                          f"{p.detail[-1200:]}", flush=True)
+    print("done", base)

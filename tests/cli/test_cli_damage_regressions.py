@@ -1,0 +1,131 @@
+"""Regressions found by the damage harness (``tests/cli/damage_harness.py``): one test per bug, each
+on a copy of a reference store with the one damage that showed it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from rmqlab.cli import main
+from rmqlab.errors import ConfigError
+from rmqlab.inspect import open_snapshot
+from tests.cli.damage_harness import tree_state
+
+
+def _copy(reference_store: Callable[[str], Path], tmp_path: Path, name: str = "clean-small") -> Path:
+    root = tmp_path / "store"
+    shutil.copytree(reference_store(name), root)
+    return root
+
+
+def _cli(*args: str) -> tuple[int, str, str]:
+    r = CliRunner().invoke(main, list(args))
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    return r.exit_code, r.stdout, r.stderr
+
+
+def test_a_queue_file_named_near_long_max_is_listed(reference_store: Callable[[str], Path], tmp_path: Path) -> None:
+    """``inspect`` and ``files()`` once raised TypeError: the Int64 cast went through float64."""
+    root = _copy(reference_store, tmp_path, "crash-tail")
+    qdir = root / "consumequeue" / "TopicA" / "2"
+    (qdir / f"{0:020d}").rename(qdir / f"{2**63 - 7:020d}")
+    with open_snapshot(root) as snap:
+        files = snap.files()
+    row = files[files.name == f"{2**63 - 7:020d}"]
+    assert row.file_from_offset.tolist() == [2**63 - 7]
+    code, out, err = _cli("inspect", str(root), "--json")
+    assert code == 0, err
+    assert json.loads(out)["files_per_kind"]
+
+
+def test_recovery_plan_past_a_short_misaligned_queue_file(reference_store: Callable[[str], Path],
+                                                          tmp_path: Path) -> None:
+    """A stray 100-byte file named ``123`` in a queue dir: 5.3.3's min-offset correction read the
+    last unit past the file's end (struct.error) once recovery had moved its position to 1140."""
+    root = _copy(reference_store, tmp_path)
+    (root / "consumequeue" / "TopicA" / "0" / "123").write_bytes(bytes(range(100)))
+    before = tree_state(root)
+    code, out, err = _cli("recover", str(root), "--dry-run", "--rocketmq-version", "5.3.3", "--json")
+    assert code == 0, err
+    assert json.loads(out)["stop_reason"]
+    assert tree_state(root) == before
+
+
+def test_recover_says_when_the_broker_would_not_load(reference_store: Callable[[str], Path],
+                                                     tmp_path: Path) -> None:
+    """A consume queue file of the wrong length that is not the last: RocketMQ's load fails (the
+    broker does not start), and the queues after it were silently left out of the plan."""
+    root = _copy(reference_store, tmp_path)
+    path = root / "consumequeue" / "TopicA" / "3" / f"{0:020d}"
+    os.truncate(path, 100)
+    code, out, err = _cli("recover", str(root), "--dry-run", "--json")
+    assert code == 0, err
+    notes = json.loads(out)["notes"]
+    assert any(str(path) in n and "does not start" in n for n in notes), notes
+    code, out, _ = _cli("recover", str(root), "--dry-run")
+    assert "load fails" in " ".join(out.split())
+
+
+@pytest.mark.parametrize("kind", ["dangling", "loop"])
+def test_verify_reports_a_broken_symlink_in_the_log_dir(reference_store: Callable[[str], Path], tmp_path: Path,
+                                                        kind: str) -> None:
+    """verify once died with FileNotFoundError / ELOOP (exit 2, no findings) on an offset-named
+    symlink that leads nowhere; now it is an ``unexpected_file`` error naming it."""
+    root = _copy(reference_store, tmp_path)
+    link = root / "commitlog" / f"{10**15:020d}"
+    link.symlink_to(link if kind == "loop" else tmp_path / "nothing")
+    with open_snapshot(root) as snap:
+        found = [f for f in snap.verify() if f.kind == "unexpected_file"]
+    assert [(f.file, f.severity) for f in found] == [(f"commitlog/{link.name}", "error")]
+    code, out, err = _cli("verify", str(root), "--json")
+    assert code == 1, err
+    assert any(f["file"] == f"commitlog/{link.name}" for f in json.loads(out)["findings"])
+
+
+@pytest.mark.parametrize("damage", ["file_is_dir", "config_is_file"])
+def test_delays_when_delay_offset_json_cannot_be_read(reference_store: Callable[[str], Path], tmp_path: Path,
+                                                      damage: str) -> None:
+    """A directory where config/delayOffset.json should be (or config/ a file): the frame's error
+    names the file (RocketMQ's load fails on it and tries the .bak), no IsADirectoryError."""
+    root = _copy(reference_store, tmp_path)
+    path = root / "config" / "delayOffset.json"
+    if damage == "file_is_dir":
+        path.unlink()
+        path.mkdir()
+    else:
+        shutil.rmtree(root / "config")
+        (root / "config").write_bytes(b"x")
+    with open_snapshot(root) as snap:
+        df = snap.delays()
+    assert str(path) in df.attrs["error"]
+    assert df.attrs["source"] == ("bak" if damage == "file_is_dir" else None)
+    code, out, err = _cli("delays", str(root), "--json")
+    assert code == 0, err
+    assert str(path) in json.loads(out)["error"]
+
+
+def test_timer_precision_out_of_a_java_int(reference_store: Callable[[str], Path], tmp_path: Path) -> None:
+    """--precision-ms 2**62 once ended in OverflowError (a tick times it is past a long): it is a
+    Java int (timerPrecisionMs), so anything past 2**31-1 is refused as a bad argument."""
+    from rmqlab.testing.timer_store import write_timer_store
+
+    root = tmp_path / "timers"
+    write_timer_store(root)
+    code, out, err = _cli("timers", str(root), "--precision-ms", str(2**62), "--json")
+    assert code == 2, err
+    assert out == ""
+    assert err.startswith("rmqlab: error: "), err
+    assert "--precision-ms" in err
+    with open_snapshot(root) as snap, pytest.raises(ConfigError, match="timerPrecisionMs"):
+        snap.timers(2**62)
+    with open_snapshot(root) as snap, pytest.raises(ConfigError, match="timerPrecisionMs"):
+        snap.timer_wheel(0)
+    code, out, err = _cli("timers", str(root), "--precision-ms", str(2**31 - 1), "--json")
+    assert code == 0, err
+    json.loads(out)

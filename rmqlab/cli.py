@@ -5,6 +5,7 @@ Errors a user can cause (no such dir, not a store, bad option) print one line an
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -29,6 +30,12 @@ class _Group(click.Group):
 
     def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, **extra: Any) -> Any:
+        # the engine logs what RocketMQ logs ("[BUG] ..."): without a logging set-up of the caller's
+        # own, Python would print such records bare on stderr; they go out as rmqlab lines instead
+        engine_log, handler = logging.getLogger("rmqlab"), None
+        if not logging.getLogger().handlers and not engine_log.handlers:
+            handler = _EchoHandler(logging.WARNING)
+            engine_log.addHandler(handler)
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.exceptions.Abort:
@@ -38,9 +45,22 @@ class _Group(click.Group):
         except (RmqlabError, OSError) as e:
             _fail(str(e) if not isinstance(e, OSError) or not e.filename else f"{e.filename}: {e.strerror}",
                   2, standalone_mode)
+        finally:
+            if handler is not None:
+                engine_log.removeHandler(handler)
         if not standalone_mode:
             return rv
         sys.exit(rv if isinstance(rv, int) else 0)
+
+
+class _EchoHandler(logging.Handler):
+    """Log records as ``rmqlab: <level>: message`` lines on stderr (click's, so CliRunner sees them)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            click.echo(f"rmqlab: {record.levelname.lower()}: {record.getMessage()}", err=True)
+        except Exception:  # a handler never raises into the code that logged
+            self.handleError(record)
 
 
 def _fail(message: str, code: int, standalone_mode: bool) -> None:
@@ -370,6 +390,8 @@ def cq(store: Path, hash_slot_num: int | None, index_num: int | None, topic: str
 
     mode = _mode(as_json, json_lines)
     with _open(store, hash_slot_num, index_num) as snap:
+        if (topic, queue_id) not in snap.consume_queues and (topic, queue_id) not in snap.batch_consume_queues:
+            _check_topic(topic)  # "../x" or "" is a typo, not "no consume queue ../x/0" (a damaged dir's name is shown)
         read_limit = limit if tags is None else None
         if (topic, queue_id) in snap.batch_consume_queues and (topic, queue_id) not in snap.consume_queues:
             df = snap.batch_consume_queue(topic, queue_id, start, read_limit)

@@ -128,10 +128,15 @@ def _load_failures(snap: StoreSnapshot, cfg: MessageStoreConfig, cqs: Any) -> li
     try:
         if not log.load():
             out.append(f"commit log: {log.load_error}")
+    except OSError as e:  # a symlink looping or leading nowhere: listed, but no file to read
+        out.append(f"commit log: {e.filename}: {e.strerror}")
     finally:
         log.close()
-    if not cqs.load():
-        out.append(f"consume queue: {cqs.load_error} (the queues after it are left out of this plan)")
+    try:
+        if not cqs.load():
+            out.append(f"consume queue: {cqs.load_error} (the queues after it are left out of this plan)")
+    except OSError as e:
+        out.append(f"consume queue: {e.filename}: {e.strerror} (the queues after it are left out of this plan)")
     return [f"RocketMQ's load fails ({w}): the broker does not start and no recovery runs; this plan is "
             "what recovery would do once the file is fixed" for w in out]
 

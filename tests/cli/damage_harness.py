@@ -420,6 +420,10 @@ def tree_state(*roots: Path) -> dict[str, Any]:
     return out
 
 
+#: when a list, every exit-2 error line is appended (args, line): for a person to review
+ERRORS: list[tuple[list[str], str]] | None = None
+
+
 @dataclass
 class Problem:
     what: str
@@ -444,6 +448,11 @@ def check_cli(args: list[str], *, store_missing: bool = False) -> Problem | None
         return Problem("exit code", f"{r.exit_code}: {r.stderr[-300:]}")
     if "Traceback" in r.stderr or "Traceback" in r.stdout:
         return Problem("traceback text", r.stderr[-600:])
+    stray = [x for x in r.stderr.splitlines() if x.strip() and not x.startswith("rmqlab: ")]
+    if stray and r.exit_code in (0, 1):  # a log record or a library warning leaking through
+        return Problem("stray stderr", "\n".join(stray[:3]))
+    if ERRORS is not None and r.exit_code == 2:
+        ERRORS.append((args, r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""))
     if r.exit_code == 2:
         lines = r.stderr.strip().splitlines()  # warnings may come first; the error is the last line
         if not lines or not lines[-1].startswith("rmqlab: error: ") or not all(x.startswith("rmqlab: ") for x in lines):
@@ -561,6 +570,7 @@ if __name__ == "__main__":  # a wide sweep by hand
     import tempfile
 
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 1
+    ERRORS = []
     only = sys.argv[2] if len(sys.argv) > 2 else ""
     base = Path(tempfile.mkdtemp(prefix="rmqlab-damage-"))
     sources = [reference_source("clean-small"), reference_source("crash-tail"), timer_source(base),
@@ -579,4 +589,12 @@ if __name__ == "__main__":  # a wide sweep by hand
                     seen.add(sig)
                     print(f"== {src.name} / {name} / seed {seed}: {did}\n   {args[:1] + args[2:]}\n   {p.what}: "
                           f"{p.detail[-1200:]}", flush=True)
+    import re
+
+    shapes: dict[str, str] = {}
+    for args, line in ERRORS:
+        shape = re.sub(r"\d+", "N", line.replace(str(base), "<base>"))[:160]
+        shapes.setdefault(shape, f"{args[:1] + args[2:]}: {line[:400]}")
+    for shape in sorted(shapes):
+        print("ERR", shapes[shape])
     print("done", base)

@@ -429,14 +429,17 @@ def delays(store: Path, hash_slot_num: int | None, index_num: int | None, delay_
     Example: rmqlab delays data/clean-small --json
     """
     from rmqlab import render
+    from rmqlab.errors import ConfigError
+    from rmqlab.inspect.frames import delay_levels as parse_levels
 
     mode = _mode(as_json, json_lines)
-    with _open(store, hash_slot_num, index_num) as snap:
+    if delay_levels is not None:
         try:
-            df = snap.delays(delay_levels)
-        except (ValueError, KeyError, IndexError) as e:
-            raise click.BadParameter(f"{delay_levels!r} is not a list like '1s 5s 10m 2h' ({e})",
-                                     param_hint="--delay-levels") from None
+            parse_levels(delay_levels)
+        except ConfigError as e:
+            raise click.BadParameter(str(e), param_hint="--delay-levels") from None
+    with _open(store, hash_slot_num, index_num) as snap:
+        df = snap.delays(delay_levels)
         rows = render.frame_rows(df)
         out = {"store": snap.path, "source": df.attrs["source"], "error": df.attrs["error"] or None, "levels": rows}
     if render.emit(out, rows, mode):

@@ -163,6 +163,12 @@ def explain_cleanup(snap: StoreSnapshot, *, now: datetime | int | None = None, d
         now_ms = int(now.timestamp() * 1000)
     else:
         zone, now_ms = tz or UTC, int(now)
+    try:  # the plan reads the hour of day (deleteWhen) in UTC and in the zone: both need a calendar date
+        for z in (UTC, zone):
+            datetime.fromtimestamp(now_ms / 1000, z)
+    except (OverflowError, OSError, ValueError):
+        why = f"now must be a date in years 1..9999, in UTC and in its zone, not epoch ms {now_ms}"
+        raise ConfigError(why) from None
     if disk_ratio is None:
         physic = system_disk_usage(snap.commit_log_dir if os.path.isdir(snap.commit_log_dir) else snap.path)
         logics = system_disk_usage(os.path.join(snap.path, "consumequeue"))

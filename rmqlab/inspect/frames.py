@@ -595,6 +595,24 @@ def topics_frame(snap: StoreSnapshot) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------------------------- delays
+def delay_levels(message_delay_level: str) -> dict[int, int]:
+    """``messageDelayLevel`` parsed (level -> ms); ConfigError where RocketMQ's
+    ``parseDelayLevel`` fails (a unit not s/m/h/d, a number ``Long.parseLong`` refuses), which
+    stops its schedule service from loading."""
+    from rmqlab.config import MessageStoreConfig
+    from rmqlab.errors import ConfigError
+
+    try:
+        for token in message_delay_level.split(" "):
+            if not -(2**63) <= int(token[:-1]) < 2**63:
+                raise ValueError(f"{token[:-1]} is not a long")
+        return MessageStoreConfig(message_delay_level=message_delay_level).delay_level_table
+    except (ValueError, KeyError, IndexError) as e:
+        why = f"unit {e} is not s, m, h or d" if isinstance(e, KeyError) else str(e)
+        raise ConfigError(f"message_delay_level {message_delay_level!r} is not a list like '1s 5s 10m 2h' "
+                          f"(RocketMQ's parseDelayLevel fails: {why})") from None
+
+
 def delays_frame(snap: StoreSnapshot, message_delay_level: str | None = None) -> pd.DataFrame:
     """Per delay level with an offset in ``config/delayOffset.json`` or a schedule queue: the
     offset delivery has reached (``offset``, NA when the file has none for the level: delivery
@@ -609,7 +627,7 @@ def delays_frame(snap: StoreSnapshot, message_delay_level: str | None = None) ->
 
     config = MessageStoreConfig() if message_delay_level is None else MessageStoreConfig(
         message_delay_level=message_delay_level)
-    delays = config.delay_level_table
+    delays = delay_levels(config.message_delay_level)
     table: dict[int, int] = {}
     source: str | None = None
     errors: list[str] = []

@@ -135,3 +135,77 @@ def test_timer_precision_out_of_a_java_int(reference_store: Callable[[str], Path
     code, out, err = _cli("timers", str(root), "--precision-ms", str(2**31 - 1), "--json")
     assert code == 0, err
     json.loads(out)
+
+
+def test_cleanup_now_past_the_calendar(reference_store: Callable[[str], Path]) -> None:
+    """--now 9999-12-31T23:59:59-14:00 is year 10000 in UTC: once a ValueError traceback; epoch
+    ms past a long once OSError (EOVERFLOW) from the API. Now a bad argument, said so."""
+    s = str(reference_store("clean-small"))
+    code, out, err = _cli("cleanup", s, "--plan", "--now", "9999-12-31T23:59:59-14:00", "--disk-ratio", "0.5")
+    assert code == 2, err
+    assert err.startswith("rmqlab: error: now must be a date in years 1..9999"), err
+    code, out, err = _cli("cleanup", s, "--plan", "--now", "9999-12-31T23:59:59+14:00", "--disk-ratio", "0.5", "--json")
+    assert code == 0, err
+    assert json.loads(out)["now_local"].startswith("9999-12-31T23:59:59")
+    with open_snapshot(s) as snap:
+        for now in (2**70, -(2**70)):
+            with pytest.raises(ConfigError, match=r"years 1\.\.9999"):
+                snap.explain_cleanup(now=now, disk_ratio=0.5)
+
+
+def test_delay_levels_rocketmq_cannot_parse(reference_store: Callable[[str], Path]) -> None:
+    """The API raised a bare KeyError for '1x' and took '9999999999999999999d' (Long.parseLong
+    refuses it); both are ConfigErrors now, and the CLI's bad-parameter line says why."""
+    s = str(reference_store("clean-small"))
+    with open_snapshot(s) as snap:
+        for levels, why in (("1s 1x", "unit 'x' is not s, m, h or d"), ("9999999999999999999d", "not a long"),
+                            ("", "invalid literal")):
+            with pytest.raises(ConfigError, match=why):
+                snap.delays(levels)
+    code, _, err = _cli("delays", s, "--delay-levels", "1s 1x")
+    assert code == 2, err
+    assert "--delay-levels" in err
+    assert "unit 'x'" in err
+
+
+@pytest.mark.parametrize("topic", ["../x", ""])
+def test_cq_refuses_a_topic_no_broker_accepts(reference_store: Callable[[str], Path], topic: str) -> None:
+    """``cq STORE ../x 0`` answered "no consume queue ../x/0" (and "" gave "/0"), unlike messages,
+    query and index, which call such a name what it is."""
+    code, out, err = _cli("cq", str(reference_store("clean-small")), topic, "0")
+    assert code == 2, err
+    assert out == ""
+    assert err.startswith(f"rmqlab: error: invalid topic {topic!r}"), err
+
+
+def test_cq_shows_a_damaged_dir_with_an_illegal_name(reference_store: Callable[[str], Path], tmp_path: Path) -> None:
+    """The check does not hide what is on disk: a queue dir named "bad topic" is shown."""
+    root = _copy(reference_store, tmp_path)
+    shutil.copytree(root / "consumequeue" / "TopicA", root / "consumequeue" / "bad topic")
+    code, out, err = _cli("cq", str(root), "bad topic", "0", "--json")
+    assert code == 0, err
+    assert len(json.loads(out)) > 0
+
+
+def test_engine_log_records_are_rmqlab_lines(reference_store: Callable[[str], Path], tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no logging set up (a shell, not pytest), an engine record such as RocketMQ's "[BUG]
+    address ... of consume queue extend not found!" came out bare on stderr, between the
+    rmqlab lines; now it is an ``rmqlab: error:``-style line, and none is left installed."""
+    import logging
+
+    from rmqlab.inspect.snapshot import StoreSnapshot
+
+    real = StoreSnapshot.explain_recovery
+
+    def logging_explain(self: StoreSnapshot, **kwargs: object) -> object:
+        logging.getLogger("rmqlab.store.consume_queue_ext").error("[BUG] address %d not found!", 42)
+        return real(self, **kwargs)
+
+    monkeypatch.setattr(StoreSnapshot, "explain_recovery", logging_explain)
+    monkeypatch.setattr(logging.getLogger(), "handlers", [])  # as in a shell: nothing configured
+    code, out, err = _cli("recover", str(reference_store("clean-small")), "--dry-run", "--json")
+    assert code == 0, err
+    json.loads(out)
+    assert err.splitlines() == ["rmqlab: error: [BUG] address 42 not found!"]
+    assert logging.getLogger("rmqlab").handlers == []

@@ -31,7 +31,7 @@ class _Group(click.Group):
     def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, **extra: Any) -> Any:
         # the engine logs what RocketMQ logs ("[BUG] ..."): without a logging set-up of the caller's
-        # own, Python would print such records bare on stderr; they go out as rmqlab lines instead
+        # own, Python would print such records bare on stderr; they go out as rmqlab warnings instead
         engine_log, handler = logging.getLogger("rmqlab"), None
         if not logging.getLogger().handlers and not engine_log.handlers:
             handler = _EchoHandler(logging.WARNING)
@@ -54,11 +54,13 @@ class _Group(click.Group):
 
 
 class _EchoHandler(logging.Handler):
-    """Log records as ``rmqlab: <level>: message`` lines on stderr (click's, so CliRunner sees them)."""
+    """Log records as ``rmqlab: warning: message`` lines on stderr (click's, so CliRunner sees
+    them): what the engine logs as RocketMQ would ("[BUG] ...") is damage seen, not the command
+    failing (``rmqlab: error:`` stays the last line of a command that failed)."""
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            click.echo(f"rmqlab: {record.levelname.lower()}: {record.getMessage()}", err=True)
+            click.echo(f"rmqlab: warning: {record.getMessage()}", err=True)
         except Exception:  # a handler never raises into the code that logged
             self.handleError(record)
 

@@ -137,6 +137,15 @@ def _load_failures(snap: StoreSnapshot, cfg: MessageStoreConfig, cqs: Any) -> li
             out.append(f"consume queue: {cqs.load_error} (the queues after it are left out of this plan)")
     except OSError as e:
         out.append(f"consume queue: {e.filename}: {e.strerror} (the queues after it are left out of this plan)")
+    # rmqlab reads a short last file as a trimmed sample; RocketMQ's load wants every file whole
+    lasts = [("commit log", snap.commit_log_files[-1:], cfg.mapped_file_size_commit_log)]
+    lasts += [("consume queue", q.files[-1:], cfg.consume_queue_file_size) for q in snap.consume_queues.values()]
+    for what, files, size in lasts:
+        for mf in files:
+            if 0 < mf.mapped_length < size:
+                out.append(f"{what}: {mf.file_name}: length {mf.mapped_length} does not match the mapped file "
+                           f"size {size} (a last file cut short, by a copy or a disk; rmqlab reads it as written "
+                           "up to there)")
     return [f"RocketMQ's load fails ({w}): the broker does not start and no recovery runs; this plan is "
             "what recovery would do once the file is fixed" for w in out]
 

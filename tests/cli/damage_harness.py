@@ -372,6 +372,11 @@ def commands(src: Source, s: str, rng: random.Random) -> list[list[str]]:
         ["delays", s, "--delay-levels", "9999999999999999999d"], ["timers", s, "--precision-ms", str(2**62)],
         ["timers", s, "--limit", "-1"], ["recover", s], ["verify", s, "--json", "--json-lines"],
         ["messages", s, *SMALL_INDEX, "--limit", "3"],
+        ["cleanup", s, "--plan", "--now", "9999-12-31T23:59:59-14:00"], ["cq", s, t, q, "--tags", ""],
+        ["cq", s, t, q, "--tags", "||"], ["cq", s, t, q, "--tags", "*", "--limit", "0"], ["index", s, "--chain", t, ""],
+        ["query", s, "--topic", t, "--key", ""], ["get", s, "--msg-id", "F" * 56], ["get", s, "--msg-id", "F" * 40],
+        ["messages", s, "--from-offset", "1", "--json-lines"], ["cq", s, t, q, "--json-lines"],
+        ["verify", s, "--crc", "--json-lines"], ["timers", s, "--wheel", "--limit", "1"],
     ]
     return good + rng.sample(bad, min(len(bad), 8))
 

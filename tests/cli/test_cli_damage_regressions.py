@@ -191,7 +191,7 @@ def test_engine_log_records_are_rmqlab_lines(reference_store: Callable[[str], Pa
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """With no logging set up (a shell, not pytest), an engine record such as RocketMQ's "[BUG]
     address ... of consume queue extend not found!" came out bare on stderr, between the
-    rmqlab lines; now it is an ``rmqlab: error:``-style line, and none is left installed."""
+    rmqlab lines; now it is an ``rmqlab: warning:`` line, and no handler is left installed."""
     import logging
 
     from rmqlab.inspect.snapshot import StoreSnapshot
@@ -207,5 +207,22 @@ def test_engine_log_records_are_rmqlab_lines(reference_store: Callable[[str], Pa
     code, out, err = _cli("recover", str(reference_store("clean-small")), "--dry-run", "--json")
     assert code == 0, err
     json.loads(out)
-    assert err.splitlines() == ["rmqlab: error: [BUG] address 42 not found!"]
+    assert err.splitlines() == ["rmqlab: warning: [BUG] address 42 not found!"]
     assert logging.getLogger("rmqlab").handlers == []
+
+
+@pytest.mark.parametrize("which", ["commitlog/00000000000000524288", "consumequeue/TopicB/1/00000000000000000000"])
+def test_recover_notes_a_last_file_cut_short(reference_store: Callable[[str], Path], tmp_path: Path,
+                                             which: str) -> None:
+    """A copy interrupted mid-file: RocketMQ's load refuses the short last file (the broker does
+    not start), while rmqlab reads it as a trimmed sample; recover said nothing of it."""
+    root = _copy(reference_store, tmp_path)
+    os.truncate(root / which, 600)
+    code, out, err = _cli("recover", str(root), "--dry-run", "--json")
+    assert code == 0, err
+    notes = [n for n in json.loads(out)["notes"] if "load fails" in n]
+    assert len(notes) == 1, notes
+    assert str(root / which) in notes[0]
+    assert "length 600" in notes[0]
+    code, out, err = _cli("recover", str(reference_store("clean-small")), "--dry-run", "--json")
+    assert not [n for n in json.loads(out)["notes"] if "load fails" in n]

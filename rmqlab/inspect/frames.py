@@ -88,6 +88,10 @@ TOPIC_COLUMNS = [
 ]
 
 
+#: config JSON files are a few KiB; one larger is damage (a huge sparse file), not read into memory
+MAX_CONFIG_FILE = 64 << 20
+
+
 def int64_column(values: Any) -> Any:
     """``values`` (ints, None/NA) as a nullable Int64 array. Built from the Python ints, not from a
     DataFrame column (a column of ints and None is float64, which rounds any int above 2**53 and
@@ -633,14 +637,21 @@ def delays_frame(snap: StoreSnapshot, message_delay_level: str | None = None) ->
     errors: list[str] = []
     base = os.path.join(snap.path, "config", "delayOffset.json")
     for name, path in (("file", base), ("bak", base + ".bak")):
-        try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                text = f.read()
-        except FileNotFoundError:
+        if not os.path.exists(path):
             continue
-        except OSError as e:  # a directory, an unreadable file: RocketMQ's load fails on it, then tries the .bak
+        if not os.path.isfile(path):  # a directory; a FIFO (a read would block), /dev/zero (it never ends)
+            errors.append(f"{path}: not a regular file")
+            continue
+        try:
+            with open(path, "rb") as f:
+                raw = f.read(MAX_CONFIG_FILE + 1)
+        except OSError as e:  # an unreadable file: RocketMQ's load fails on it, then tries the .bak
             errors.append(f"{path}: {e.strerror or e}")
             continue
+        if len(raw) > MAX_CONFIG_FILE:
+            errors.append(f"{path}: over {MAX_CONFIG_FILE:,} bytes, not an offset table (not read)")
+            continue
+        text = raw.decode("utf-8", errors="replace")
         if not text:
             continue
         try:

@@ -97,8 +97,9 @@ def test_verify_reports_a_broken_symlink_in_the_log_dir(reference_store: Callabl
 @pytest.mark.parametrize("damage", ["file_is_dir", "config_is_file"])
 def test_delays_when_delay_offset_json_cannot_be_read(reference_store: Callable[[str], Path], tmp_path: Path,
                                                       damage: str) -> None:
-    """A directory where config/delayOffset.json should be (or config/ a file): the frame's error
-    names the file (RocketMQ's load fails on it and tries the .bak), no IsADirectoryError."""
+    """A directory where config/delayOffset.json should be: the frame's error names the file
+    (RocketMQ's load fails on it and tries the .bak), no IsADirectoryError; config/ a file: no
+    delayOffset.json (NotADirectoryError before)."""
     root = _copy(reference_store, tmp_path)
     path = root / "config" / "delayOffset.json"
     if damage == "file_is_dir":
@@ -109,11 +110,14 @@ def test_delays_when_delay_offset_json_cannot_be_read(reference_store: Callable[
         (root / "config").write_bytes(b"x")
     with open_snapshot(root) as snap:
         df = snap.delays()
-    assert str(path) in df.attrs["error"]
-    assert df.attrs["source"] == ("bak" if damage == "file_is_dir" else None)
     code, out, err = _cli("delays", str(root), "--json")
     assert code == 0, err
-    assert str(path) in json.loads(out)["error"]
+    if damage == "file_is_dir":
+        assert str(path) in df.attrs["error"]
+        assert df.attrs["source"] == "bak"
+        assert str(path) in json.loads(out)["error"]
+    else:  # no config dir: no delayOffset.json, as for RocketMQ (File.exists() is false)
+        assert (df.attrs["source"], df.attrs["error"]) == (None, "")
 
 
 def test_timer_precision_out_of_a_java_int(reference_store: Callable[[str], Path], tmp_path: Path) -> None:
@@ -226,3 +230,28 @@ def test_recover_notes_a_last_file_cut_short(reference_store: Callable[[str], Pa
     assert "length 600" in notes[0]
     code, out, err = _cli("recover", str(reference_store("clean-small")), "--dry-run", "--json")
     assert not [n for n in json.loads(out)["notes"] if "load fails" in n]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "sparse"])
+def test_delays_reads_only_a_regular_delay_offset_file(reference_store: Callable[[str], Path], tmp_path: Path,
+                                                       kind: str) -> None:
+    """delayOffset.json as a FIFO hung ``delays`` for ever (the open blocks); as a symlink to
+    /dev/zero or a 1 TiB sparse file it read until the OOM killer came. Now: not read, the
+    error names it, and the .bak is used (as RocketMQ's ConfigManager falls back to it).
+    (/dev/zero takes the FIFO's path, not tested here: before the fix it ate all memory.)"""
+    from tests.cli.damage_harness import CALL_TIMEOUT_S, watchdog
+
+    root = _copy(reference_store, tmp_path)
+    path = root / "config" / "delayOffset.json"
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        with open(path, "wb") as f:
+            f.truncate(1 << 40)
+    with watchdog(CALL_TIMEOUT_S):
+        code, out, err = _cli("delays", str(root), "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["source"] == "bak"
+    assert str(path) in doc["error"]

@@ -111,8 +111,13 @@ def _rel(snap: StoreSnapshot, path: str) -> str:
     return os.path.relpath(path, snap.path)
 
 
-def _mtime_ms(path: str) -> int:
-    return os.stat(path).st_mtime_ns // 1_000_000
+def _stat(path: str) -> os.stat_result:
+    """The file's stat, or the link's own for a symlink leading nowhere (or into a loop): a stray
+    entry to list, not a reason to refuse the whole listing."""
+    try:
+        return os.stat(path)
+    except OSError:
+        return os.lstat(path)
 
 
 # ---------------------------------------------------------------------------------------- files
@@ -129,8 +134,9 @@ def files_frame(snap: StoreSnapshot) -> pd.DataFrame:
 
     def row(kind: str, path: str, **kw: Any) -> None:
         base = {c: None for c in FILE_COLUMNS}
-        base.update(kind=kind, path=_rel(snap, path), name=os.path.basename(path), size=os.path.getsize(path),
-                    mtime_ms=_mtime_ms(path))
+        st = _stat(path)
+        base.update(kind=kind, path=_rel(snap, path), name=os.path.basename(path), size=st.st_size,
+                    mtime_ms=st.st_mtime_ns // 1_000_000)
         base.update(kw)
         if base["wrote_position"] is not None:
             base["flushed_position"] = base["wrote_position"]

@@ -613,7 +613,7 @@ def _files_below(directory: str) -> list[str]:
     for dirpath, _dirs, files in os.walk(directory):
         for f in sorted(files):
             full = os.path.join(dirpath, f)
-            if os.path.getsize(full):
+            if os.path.isfile(full) and os.path.getsize(full):  # not a link to nothing, a FIFO...
                 out.append(os.path.relpath(full, parent))
     return sorted(out)
 

@@ -255,7 +255,14 @@ def _missing(root: Path, rng: random.Random) -> str | None:
 
 
 def _symlink_out(root: Path, rng: random.Random, outside: Path) -> str | None:
-    kind = rng.choice(["commitlog", "consumequeue", "index", "checkpoint", "config", "dir", "loop", "dangling"])
+    kind = rng.choice(["commitlog", "consumequeue", "index", "checkpoint", "config", "dir", "loop", "dangling",
+                       "stray"])
+    if kind == "stray":  # a junk-named link to nothing in some directory (a copy tool's leftover)
+        dirs = [root, *sorted(p for p in root.rglob("*") if p.is_dir() and not p.is_symlink()), root / "compaction"]
+        where = rng.choice(dirs)
+        where.mkdir(exist_ok=True)
+        (where / "stray-link").symlink_to(outside / "gone")
+        return f"{(where / 'stray-link').relative_to(root)}: a symlink to nothing"
     if kind == "dir":
         target = outside / "outside-topic"
         (target / "0").mkdir(parents=True, exist_ok=True)

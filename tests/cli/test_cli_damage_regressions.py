@@ -255,3 +255,21 @@ def test_delays_reads_only_a_regular_delay_offset_file(reference_store: Callable
     doc = json.loads(out)
     assert doc["source"] == "bak"
     assert str(path) in doc["error"]
+
+
+@pytest.mark.parametrize("where", [".", "commitlog", "consumequeue/TopicA/0", "config", "compaction"])
+def test_a_stray_symlink_to_nothing_is_listed_not_fatal(reference_store: Callable[[str], Path], tmp_path: Path,
+                                                        where: str) -> None:
+    """A junk-named link to nothing: ``inspect`` (files()) refused the whole store with
+    "No such file or directory"; under compaction/ every command did (open_snapshot listed it)."""
+    root = _copy(reference_store, tmp_path)
+    (root / where).mkdir(exist_ok=True)
+    link = root / where / "stray-link"
+    link.symlink_to(tmp_path / "gone")
+    with open_snapshot(root) as snap:
+        files = snap.files()
+    assert os.path.normpath(os.path.join(where, "stray-link")) in set(files.path)
+    for args in (["inspect", str(root), "--json"], ["messages", str(root), "--limit", "1", "--json"]):
+        code, out, err = _cli(*args)
+        assert code == 0, err
+        json.loads(out)

@@ -201,6 +201,12 @@ def _warn_damage(damage: list[Any]) -> None:
                    f"{' (' + d.detail + ')' if d.detail else ''}; walk of that file stopped", err=True)
 
 
+def _warn_physical_offset(file: str | None, at: int, says: int) -> None:
+    click.echo(f"rmqlab: warning: the record at CommitLog offset {at} ({file}) says it is at {says} (its "
+               "PHYSICALOFFSET field: damaged, or a stale record of a reused file); commit_log_offset and msg_id "
+               "show the field, as RocketMQ decodes it (rmqlab verify reports it)", err=True)
+
+
 def _warn_short_index(snap: Any) -> None:
     """Index files too short for their layout are skipped by every index command: say which."""
     for path, size in snap.index_short:
@@ -311,16 +317,19 @@ def messages(store: Path, hash_slot_num: int | None, index_num: int | None, topi
     # a table is read by a person: the first TABLE_ROWS unless --limit says otherwise
     cap = limit if limit is not None or mode != "table" else TABLE_ROWS + 1
     damage: list[Any] = []
+    elsewhere: list[tuple[str, int, int]] = []  # (file, position, what its PHYSICALOFFSET says)
 
     def rows(snap: Any) -> Iterator[dict[str, Any]]:
         n = 0
         if cap == 0:
             return
-        for file, _off, rec in snap.iter_records(start=from_offset, damage=damage):
+        for file, off, rec in snap.iter_records(start=from_offset, damage=damage):
             if not isinstance(rec, MessageRecord):
                 continue
             if (topic is not None and rec.topic != topic) or (queue_id is not None and rec.queue_id != queue_id):
                 continue
+            if rec.commit_log_offset != off:
+                elsewhere.append((f"commitlog/{file}", off, rec.commit_log_offset))
             row = message_row(rec, file)
             if body == "text":
                 row["body"] = rec.body.decode("utf-8", errors="replace")
@@ -356,6 +365,10 @@ def messages(store: Path, hash_slot_num: int | None, index_num: int | None, topi
         if more:
             click.echo(f"rmqlab: showing the first {TABLE_ROWS:,} messages; --limit N shows N, --json-lines "
                        "streams them all", err=True)
+    for file, at, says in elsewhere[:10]:
+        _warn_physical_offset(file, at, says)
+    if len(elsewhere) > 10:
+        click.echo(f"rmqlab: warning: {len(elsewhere) - 10:,} more records say they are elsewhere", err=True)
     _warn_damage(damage)
 
 
@@ -558,9 +571,9 @@ def get(store: Path, hash_slot_num: int | None, index_num: int | None, msg_id: s
     if (msg_id is None) == (phy_offset is None):
         raise click.UsageError("give exactly one of --msg-id and --offset")
     with _open(store, hash_slot_num, index_num) as snap:
-        rec = None
+        rec, at = None, phy_offset
         if phy_offset is not None:
-            rec = snap.read_record(phy_offset)
+            rec = snap.read_record(phy_offset, any_physical_offset=True)
             if rec is None:
                 raise click.ClickException(f"no record starts at CommitLog offset {phy_offset}")
         else:
@@ -574,15 +587,19 @@ def get(store: Path, hash_slot_num: int | None, index_num: int | None, msg_id: s
                 if not all(ch in "0123456789abcdefABCDEF" for ch in msg_id) or not msg_id:
                     raise
             if rec is None:
-                for _, _, r in snap.iter_records(damage=[]):
+                for _, where, r in snap.iter_records(damage=[]):
                     if isinstance(r, MessageRecord) and r.uniq_key is not None and r.uniq_key.upper() == msg_id.upper():
-                        rec = r
+                        rec, at = r, where
                         break
+            else:
+                at = rec.commit_log_offset
             if rec is None:
                 raise click.ClickException(f"no message with id {msg_id} (neither an offset msgId nor a UNIQ_KEY here)")
         out = _body(rec, body)
-        mf = snap.file_of(rec.commit_log_offset)
+        mf = snap.file_of(at if at is not None else rec.commit_log_offset)
         out["file"] = f"commitlog/{mf.name}" if mf is not None else None
+        if at is not None and rec.commit_log_offset != at:
+            _warn_physical_offset(out["file"], at, rec.commit_log_offset)
     if not render.emit(out, [out], mode):
         render.table(f"Record at {rec.commit_log_offset}", ["field", "value"], out.items())
 

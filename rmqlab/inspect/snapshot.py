@@ -333,8 +333,11 @@ class StoreSnapshot:
         mf = self.commit_log_files[i]
         return mf if offset < mf.file_from_offset + mf.mapped_length else None
 
-    def read_record(self, offset: int, *, check_crc: bool = False) -> MessageRecord | None:
-        """The message starting exactly at ``offset``, or None (no file, blank, damage)."""
+    def read_record(self, offset: int, *, check_crc: bool = False,
+                    any_physical_offset: bool = False) -> MessageRecord | None:
+        """The message starting exactly at ``offset``, or None (no file, blank, damage, or a
+        record whose PHYSICALOFFSET field names another offset: a stale record of a reused file,
+        or that field damaged; ``any_physical_offset=True`` returns such a record too)."""
         mf = self.file_of(offset)
         if mf is None:
             return None
@@ -342,7 +345,7 @@ class StoreSnapshot:
             rec = decode_message(mf.buffer, offset - mf.file_from_offset, check_crc=check_crc, file=mf.name)
         except CorruptRecord:
             return None
-        if not isinstance(rec, MessageRecord) or rec.commit_log_offset != offset:
+        if not isinstance(rec, MessageRecord) or (rec.commit_log_offset != offset and not any_physical_offset):
             return None
         return rec
 

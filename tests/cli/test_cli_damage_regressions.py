@@ -273,3 +273,27 @@ def test_a_stray_symlink_to_nothing_is_listed_not_fatal(reference_store: Callabl
         code, out, err = _cli(*args)
         assert code == 0, err
         json.loads(out)
+
+
+def test_a_record_whose_physical_offset_field_lies(reference_store: Callable[[str], Path], tmp_path: Path) -> None:
+    """A flipped byte in a record's PHYSICALOFFSET: ``get --offset`` said "no record starts at"
+    an offset where one does, and ``messages`` listed it out of CommitLog order, at an offset
+    past the log, without a word. Both now show the field (what RocketMQ decodes) and warn,
+    naming the file and the real position."""
+    import struct
+
+    root = _copy(reference_store, tmp_path)
+    with open_snapshot(root) as snap:
+        rec = next(r for r in snap.iter_messages() if r.commit_log_offset > 0)
+    at = rec.commit_log_offset
+    with open(root / "commitlog" / f"{0:020d}", "r+b") as f:
+        f.seek(at + 28)  # TOTALSIZE, MAGIC, BODYCRC, QUEUEID, FLAG, QUEUEOFFSET, then PHYSICALOFFSET
+        f.write(struct.pack(">q", 10**12 + at))
+    code, out, err = _cli("get", str(root), "--offset", str(at), "--json")
+    assert code == 0, err
+    assert json.loads(out)["commit_log_offset"] == 10**12 + at
+    assert f"the record at CommitLog offset {at} (commitlog/{0:020d}) says it is at {10**12 + at}" in err
+    code, out, err = _cli("messages", str(root), "--limit", "5", "--json")
+    assert code == 0, err
+    assert 10**12 + at in [m["commit_log_offset"] for m in json.loads(out)]
+    assert f"says it is at {10**12 + at}" in err

@@ -259,6 +259,7 @@ def _check_layout(snap: StoreSnapshot) -> Iterator[Finding]:
         qdir = os.path.join(snap.consume_queue_ext_dir, topic, str(qid))
         yield from _check_files(f"consumequeue_ext {topic}/{qid}", qdir, e.files, e.file_size, snap.path,
                                 short_last_ok=False)
+    yield from _index_strays(snap)
     if snap.index_error:
         yield Finding("warning", "index_layout_unknown", "index", 0, snap.index_error + "; index not checked")
         return
@@ -274,6 +275,26 @@ def _check_layout(snap: StoreSnapshot) -> Iterator[Finding]:
         if not 1 <= f.index_count <= f.index_num:
             yield Finding("error", "index_header_bad", rel, 36,
                           f"index_count {f.index_count} outside 1..{f.index_num}")
+
+
+def _index_strays(snap: StoreSnapshot) -> Iterator[Finding]:
+    """Entries of index/ that are not index files (regular files named by a timestamp): RocketMQ's
+    IndexService.load opens every entry there as an index file, so a directory or a special file
+    stops the broker's start, and a stray file is read as an index file."""
+    try:
+        names = sorted(os.listdir(snap.index_dir)) if os.path.isdir(snap.index_dir) else []
+    except OSError:
+        names = []
+    for name in names:
+        full = os.path.join(snap.index_dir, name)
+        if name.isdigit() and os.path.isfile(full):
+            continue
+        what = ("a directory" if os.path.isdir(full) else "a regular file" if os.path.isfile(full)
+                else "a symlink to nothing" if os.path.islink(full) and not os.path.exists(full) else "a special file")
+        severity = "warning" if os.path.isfile(full) else "error"
+        yield Finding(severity, "unexpected_file", os.path.relpath(full, snap.path), 0,
+                      f"index: {name!r} is {what}, not an index file (a timestamp-named regular file); RocketMQ's "
+                      "IndexService opens every entry of index/ as an index file")
 
 
 def _ext_lost(q: _Queue, name: str, has_run: bool) -> Iterator[Finding]:

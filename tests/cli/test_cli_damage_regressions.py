@@ -297,3 +297,17 @@ def test_a_record_whose_physical_offset_field_lies(reference_store: Callable[[st
     assert code == 0, err
     assert 10**12 + at in [m["commit_log_offset"] for m in json.loads(out)]
     assert f"says it is at {10**12 + at}" in err
+
+
+def test_verify_reports_what_is_no_index_file_in_index_dir(reference_store: Callable[[str], Path],
+                                                           tmp_path: Path) -> None:
+    """A directory, a FIFO or a stray file in index/: verify said OK, though RocketMQ's
+    IndexService opens every entry there as an index file (a directory stops the broker)."""
+    root = _copy(reference_store, tmp_path)
+    (root / "index" / "20261122102107719x").mkdir()
+    os.mkfifo(root / "index" / "fifo")
+    (root / "index" / "junk").write_bytes(b"x")
+    code, out, err = _cli("verify", str(root), "--json")
+    assert code == 1, err
+    found = {(f["file"], f["severity"]) for f in json.loads(out)["findings"] if f["kind"] == "unexpected_file"}
+    assert found == {("index/20261122102107719x", "error"), ("index/fifo", "error"), ("index/junk", "warning")}

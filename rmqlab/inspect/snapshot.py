@@ -306,7 +306,10 @@ class StoreSnapshot:
         sizes = {p: os.path.getsize(p) for p in self.index_paths}
         self.hash_slot_num, self.index_num, self.index_error = choose_index_layout(
             list(sizes.values()), hash_slot_num, index_num)
-        if self.index_error:
+        if self.index_error:  # name the files: a size alone does not say which one to look at
+            named = ", ".join(f"{os.path.basename(p)}: {n:,} bytes" for p, n in list(sizes.items())[:4])
+            more = f" and {len(sizes) - 4} more" if len(sizes) > 4 else ""
+            self.index_error += f" (in {self.index_dir}: {named}{more})"
             return
         expected = index_file_size(self.hash_slot_num, self.index_num)
         self.index_short = [(p, n) for p, n in sizes.items() if 0 < n < expected]
@@ -473,6 +476,12 @@ class StoreSnapshot:
         for f in self.index_files_opened():
             if f.name == os.path.basename(name):
                 return f
+        for p, size in self.index_short:  # there, but not read: say so rather than "no index file"
+            if os.path.basename(p) == name:
+                raise ConfigError(f"{p} is {size} bytes, shorter than its layout "
+                                  f"({index_file_size(self.hash_slot_num, self.index_num)} bytes): not read")
+        if name in {os.path.basename(p) for p in self.index_paths}:
+            raise ConfigError(f"{os.path.join(self.index_dir, name)} is empty: not read")
         raise ConfigError(f"no index file {name!r} in {self.index_dir}")
 
     # ------------------------------------------------------------------ frames (see frames.py)

@@ -311,3 +311,20 @@ def test_verify_reports_what_is_no_index_file_in_index_dir(reference_store: Call
     assert code == 1, err
     found = {(f["file"], f["severity"]) for f in json.loads(out)["findings"] if f["kind"] == "unexpected_file"}
     assert found == {("index/20261122102107719x", "error"), ("index/fifo", "error"), ("index/junk", "warning")}
+
+
+def test_index_errors_name_the_files(reference_store: Callable[[str], Path], tmp_path: Path) -> None:
+    """``index --file NAME`` of a file cut short said "no index file NAME" (it is there, skipped);
+    a layout no file fits listed sizes but not which files have them."""
+    root = _copy(reference_store, tmp_path)
+    first = sorted((root / "index").iterdir())[0]
+    os.truncate(first, 3870)
+    code, _, err = _cli("index", str(root), "--file", first.name)
+    assert code == 2, err
+    assert err.splitlines()[-1] == (f"rmqlab: error: {first} is 3870 bytes, shorter than its layout (5416 bytes): "
+                                    "not read")
+    for f in (root / "index").iterdir():
+        os.truncate(f, 3870)
+    code, _, err = _cli("query", str(root), "--topic", "TopicA", "--key", "k")
+    assert code == 2, err
+    assert f"{first.name}: 3,870 bytes" in err

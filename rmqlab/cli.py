@@ -32,6 +32,11 @@ class _Group(click.Group):
              standalone_mode: bool = True, **extra: Any) -> Any:
         # the engine logs what RocketMQ logs ("[BUG] ..."): without a logging set-up of the caller's
         # own, Python would print such records bare on stderr; they go out as rmqlab warnings instead
+        for stream in (sys.stdout, sys.stderr):  # a file name that is not UTF-8 prints escaped, not as a crash
+            try:
+                stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]
+            except (AttributeError, ValueError, OSError):
+                pass
         engine_log, handler = logging.getLogger("rmqlab"), None
         if not logging.getLogger().handlers and not engine_log.handlers:
             handler = _EchoHandler(logging.WARNING)

@@ -81,13 +81,38 @@ def _default(o: Any) -> Any:
     return str(o)
 
 
+def _dumps(obj: Any, **kw: Any) -> str:
+    """``json.dumps`` whose text can be written as UTF-8: a file name with bytes that are not
+    UTF-8 (Python lists them as lone surrogates) is shown with ``\\xff`` escapes."""
+    text = json.dumps(obj, default=_default, ensure_ascii=False, **kw)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # rare: redo with every string made printable
+        text = json.dumps(_printable(obj), default=_default, ensure_ascii=False, **kw)
+    return text
+
+
+def _printable(obj: Any) -> Any:
+    if isinstance(obj, str):
+        try:
+            obj.encode("utf-8")
+            return obj
+        except UnicodeEncodeError:
+            return obj.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    if isinstance(obj, dict):
+        return {_printable(k): _printable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_printable(v) for v in obj]
+    return obj
+
+
 def print_json(obj: Any) -> None:
-    print(json.dumps(obj, default=_default, ensure_ascii=False, indent=2))
+    print(_dumps(obj, indent=2))
 
 
 def print_json_lines(rows: Iterable[Any]) -> None:
     for row in rows:
-        print(json.dumps(row, default=_default, ensure_ascii=False))
+        print(_dumps(row))
 
 
 def print_json_array(rows: Iterable[Any]) -> int:
@@ -95,7 +120,7 @@ def print_json_array(rows: Iterable[Any]) -> int:
     messages need not fit in memory); returns how many rows were written."""
     n = 0
     for row in rows:
-        text = json.dumps(row, default=_default, ensure_ascii=False, indent=2).replace("\n", "\n  ")
+        text = _dumps(row, indent=2).replace("\n", "\n  ")
         print(("[\n  " if n == 0 else ",\n  ") + text, end="")
         n += 1
     print("\n]" if n else "[]")

@@ -107,8 +107,19 @@ def int64_column(values: Any) -> Any:
     return pd.array(out, dtype="Int64")
 
 
+def printable(name: str) -> str:
+    """A file or directory name as a frame can hold it: bytes that are not UTF-8 (a name from
+    another system or a damaged directory; Python lists them as lone surrogates, which pandas'
+    string columns and JSON output refuse) are shown as ``\\xff`` escapes."""
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def _rel(snap: StoreSnapshot, path: str) -> str:
-    return os.path.relpath(path, snap.path)
+    return printable(os.path.relpath(path, snap.path))
 
 
 def _stat(path: str) -> os.stat_result:
@@ -135,7 +146,7 @@ def files_frame(snap: StoreSnapshot) -> pd.DataFrame:
     def row(kind: str, path: str, **kw: Any) -> None:
         base = {c: None for c in FILE_COLUMNS}
         st = _stat(path)
-        base.update(kind=kind, path=_rel(snap, path), name=os.path.basename(path), size=st.st_size,
+        base.update(kind=kind, path=_rel(snap, path), name=printable(os.path.basename(path)), size=st.st_size,
                     mtime_ms=st.st_mtime_ns // 1_000_000)
         base.update(kw)
         if base["wrote_position"] is not None:
@@ -147,13 +158,14 @@ def files_frame(snap: StoreSnapshot) -> pd.DataFrame:
             wrote_position=scan_end(mf.buffer))
     for q in snap.consume_queues.values():
         for mf in q.files:
-            row("consumequeue", mf.file_name, topic=q.topic, queue_id=q.queue_id, file_from_offset=mf.file_from_offset,
+            row("consumequeue", mf.file_name, topic=printable(q.topic), queue_id=q.queue_id,
+                file_from_offset=mf.file_from_offset,
                 file_size=snap.consume_queue_file_size,
                 wrote_position=len(q.valid_units(mf)) * CQ_STORE_UNIT_SIZE)
     for b in snap.batch_consume_queues.values():
         for mf in b.files:
             units = b.valid_units(mf)
-            row("batchconsumequeue", mf.file_name, topic=b.topic, queue_id=b.queue_id,
+            row("batchconsumequeue", mf.file_name, topic=printable(b.topic), queue_id=b.queue_id,
                 file_from_offset=mf.file_from_offset, file_size=snap.batch_consume_queue_file_size,
                 wrote_position=len(units) * units.itemsize)
     if not snap.index_error:
@@ -598,7 +610,7 @@ def topics_frame(snap: StoreSnapshot) -> pd.DataFrame:
     for k in sorted(set(cq) | set(log)):
         lo, hi, n, b, end_phy = cq.get(k, (0, 0, 0, 0, -1))
         ln, lmin, lmax, lb, lag = log.get(k, [0, -1, -1, 0, 0])
-        rows.append({"topic": k[0], "queue_id": k[1], "min_offset": lo, "max_offset": hi, "cq_units": n,
+        rows.append({"topic": printable(k[0]), "queue_id": k[1], "min_offset": lo, "max_offset": hi, "cq_units": n,
                      "cq_bytes": b, "cq_max_phy_offset": end_phy, "messages": ln, "bytes": lb,
                      "min_queue_offset": lmin, "max_queue_offset": lmax, "lag": lag})
     return pd.DataFrame(rows, columns=TOPIC_COLUMNS)

@@ -227,6 +227,23 @@ def _bad_topic_dir(root: Path, rng: random.Random) -> str | None:
     return None
 
 
+def _non_utf8(root: Path, rng: random.Random) -> str | None:
+    """Names that are not UTF-8 (from another system, or a damaged directory): a queue's topic
+    dir copied under one, and a stray file so named in a random directory."""
+    raw = b"bad\xff\xfe" + bytes([rng.randrange(0x80, 0x100)])
+    topics = sorted(p for p in root.glob("consumequeue/*") if p.is_dir())
+    done = []
+    if topics:
+        shutil.copytree(os.fsencode(rng.choice(topics)), os.fsencode(root / "consumequeue") + b"/" + raw + b"topic")
+        done.append("a consumequeue/ topic dir")
+    dirs = [root, *sorted(p for p in root.rglob("*") if p.is_dir() and not p.is_symlink())]
+    where = os.fsencode(rng.choice(dirs)) + b"/junk" + raw
+    with open(where, "wb") as f:
+        f.write(b"x")
+    done.append(os.fsdecode(where)[len(str(root)) + 1:] + " (a file)")
+    return "named with bytes that are not UTF-8: " + ", ".join(done)
+
+
 def _sparse(root: Path, rng: random.Random) -> str | None:
     kinds = [k for k in ("commitlog", "index", "consumequeue", "checkpoint", "timerwheel") if files_of(root, k)]
     choice = rng.choice([*kinds, "root"])
@@ -337,7 +354,8 @@ def _special(root: Path, kind: str, rng: random.Random, outside: Path) -> str | 
 PER_KIND = {"flip": _flip, "truncate": _truncate, "extend": _extend, "rename": _rename, "file_to_dir": _file_to_dir,
             "special": _special, "unreadable": _unreadable}
 WHOLE = {"dir_to_file": _dir_to_file, "junk": _junk_everywhere, "bad_topic_dir": _bad_topic_dir,
-         "sparse": _sparse, "missing": _missing, "empty": _empty_store, "no_such": _no_such, "a_file": _a_file}
+         "sparse": _sparse, "missing": _missing, "non_utf8": _non_utf8, "empty": _empty_store, "no_such": _no_such,
+         "a_file": _a_file}
 
 
 def catalogue() -> list[str]:

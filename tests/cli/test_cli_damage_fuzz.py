@@ -4,9 +4,10 @@ Every damage of the harness's catalogue (``tests/cli/damage_harness.py``: flippe
 truncations to 0-3 bytes or anywhere, garbage appended, renamed files, a directory for a file and
 a file for a directory, a FIFO for a file, junk in every directory, illegal topic dirs, names that
 are not UTF-8, huge sparse files, missing subdirs, symlinks leading out of the store, nowhere or
-in a loop, an empty store dir, no store, a file for a store; mode-000 files when not run as root) is applied once to a copy of a store that has that kind of file -- the two
-RocketMQ 4.9.8 reference stores, a 5.3.3 timer store, a ConsumeQueueExt + BatchConsumeQueue
-store -- and a seeded sample of every inspection command (good and bad arguments, JSON and
+in a loop, an empty store dir, no store, a file for a store; mode-000 files when not run as
+root) is applied once to a copy of a store that has that kind of file -- the two RocketMQ 4.9.8
+reference stores, a 5.3.3 timer store, a ConsumeQueueExt + BatchConsumeQueue store -- and a
+seeded sample of every inspection command (good and bad arguments, JSON and
 tables) runs in-process, plus the Python API. Each must answer (exit 0/1 with JSON that parses,
 or exit 2 with one ``rmqlab: error:`` line), log nothing but ``rmqlab:`` lines, finish under a
 watchdog, and leave every byte, mtime and name of the store (and of what its symlinks point at)

@@ -613,9 +613,9 @@ def check_api(src: Source, path: Path) -> list[Problem]:
             problems.append(Problem(f"api {what}: hang", str(e)))
         except RmqlabError:
             pass
-        except OSError as e:  # the file system said no (a mode-000 file): fine when it names the file
+        except PermissionError as e:  # a mode-000 file (not as root): the file system said no, naming it
             if not e.filename:
-                problems.append(Problem(f"api {what}: {type(e).__name__} naming no file", str(e)))
+                problems.append(Problem(f"api {what}: PermissionError naming no file", str(e)))
         except Exception as e:  # the point: anything else is a bug
             import traceback
 

@@ -48,6 +48,7 @@ __all__ = [
     "check_prop_crc",
     "crc32_property",
     "java_expected_crc",
+    "prop_crc_mismatches",
     "properties_length_position",
     "record_crc",
     "reserve_prop_crc",
@@ -159,3 +160,25 @@ def seal_prop_crc(buf: Any, offset: int, total: int) -> int:
     end = offset + total
     buf[end - CRC32_RESERVED_LEN : end] = crc32_property(crc)
     return crc
+
+
+def prop_crc_mismatches(buf: Any, positions: Any, sizes: Any) -> list[tuple[int, str, int]]:
+    """For the records at ``positions`` of ``buf`` (``sizes`` bytes each) whose last 20 bytes
+    hold a ``__CRC32#`` pair (they start with ``"__CRC32#" 0x01`` and end with ``0x02``), those
+    whose value does not give their CRC back (Java's reading, :func:`java_expected_crc`):
+    ``(i, stored value, real CRC)``. What a check of a store written with the option finds
+    where the body CRC sees nothing (damage in the header, topic or properties)."""
+    out = []
+    mv = memoryview(buf)
+    for i, (p, t) in enumerate(zip(positions, sizes, strict=True)):
+        p, t = int(p), int(t)
+        if t < CRC32_RESERVED_LEN:
+            continue
+        tail = bytes(mv[p + t - CRC32_RESERVED_LEN : p + t])
+        if not tail.startswith(PROP_CRC_PREFIX) or tail[-1] != 2:
+            continue
+        value = tail[len(PROP_CRC_PREFIX) : -1].decode("latin-1")
+        real = record_crc(mv, p, t)
+        if java_expected_crc(value) != real:
+            out.append((i, value, real))
+    return out

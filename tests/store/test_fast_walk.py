@@ -356,3 +356,25 @@ def test_fast_walk_certifies_prop_crc_records_and_leaves_crc_zero_to_the_slow_pa
     assert (pos, n) == (offs[20], 20)
     # without force_verify_prop_crc the property is not looked at: the body CRC certifies them all
     assert FastChecker(True, True, keep_positions=True).advance(f.read_bytes(), 0, 0)[1] == 50
+
+
+def test_fast_walk_leaves_a_crc_pair_glued_to_the_previous_value_to_the_slow_path() -> None:
+    """A record whose last 20 bytes look like the property but follow a value with no 0x02 in
+    between: the parser reads ``A = "b__CRC32#..."`` and finds no ``__CRC32#``, so 5.x fails
+    it; the fast walk must not certify it."""
+    from rmqlab.codec.message import encode_message
+    from rmqlab.codec.prop_crc import seal_prop_crc
+    from rmqlab.codec.walk import check_message_and_return_size
+    from rmqlab.store.fast_walk import FastChecker
+
+    def record(props: bytes) -> bytearray:
+        rec = bytearray(encode_message(topic="TopicA", body=b"x", store_timestamp=1, properties=props + bytes(20)))
+        seal_prop_crc(rec, 0, len(rec))
+        return rec
+
+    for props, accepted in ((b"A\x01b\x02", True), (b"A\x01b", False)):
+        buf = bytes(record(props)) + bytes(64)
+        _size, ok, _req = check_message_and_return_size(buf, 0, check_crc=True, rocketmq_version="5.3.3",
+                                                        force_verify_prop_crc=True)
+        assert ok is accepted
+        assert FastChecker(True, True, keep_positions=False, prop_crc=True).advance(buf, 0, 0)[1] == int(accepted)

@@ -15,9 +15,10 @@ With ``forceVerifyPropCRC`` (and ``checkCRCOnRecover``) 5.x recovery checks it i
 body CRC (spec §2.12): the value of ``__CRC32#`` in the parsed map (missing -> failure) read back
 by Java's loop -- from the last character to the first, ``expected = expected * 10 + (c - '0')``
 in 32-bit int arithmetic -- must equal the CRC of the record's first ``TOTALSIZE - 20`` bytes.
-5.3.3 also requires ``expected > 0``, so a record whose CRC really is 0 (1 in 2^31) fails:
-:func:`check_prop_crc` tells that case apart (``ZERO``), and rmqlab accepts it (the recovery
-report says what 5.3.3 would have done).
+RocketMQ before the fix of its issue 9121 (PR 9122, January 2025) also required
+``expected > 0``, so a record whose CRC really is 0 (1 in 2^31) failed; the fix accepts
+``expected >= 0``. :func:`check_prop_crc` tells that case apart (``ZERO``): rmqlab accepts it and
+the recovery report says what an unfixed broker would have done.
 
 Pure bytes: no IO. Hot loops (recovery's fast walk) call :func:`record_crc` on memoryviews.
 """

@@ -182,8 +182,8 @@ def check_message_and_return_size(
     body CRC is not checked; once the properties are parsed, and before the length check, the
     record must carry ``__CRC32#`` holding the CRC of its first ``TOTALSIZE - 20`` bytes
     (:func:`rmqlab.codec.prop_crc.check_prop_crc`), else ``(-1, False, None)``. A record whose
-    CRC really is 0 (the property says 0) is accepted here; 5.3.3 fails it (``expectedCRC > 0``)
-    -- recovery notes that.
+    CRC really is 0 (the property says 0) is accepted here, as RocketMQ does since the fix of its
+    issue 9121; brokers without it (``expectedCRC > 0``) fail it -- recovery notes that.
     """
     if rocketmq_version not in _VERSIONS:
         raise ValueError(f"unsupported RocketMQ version {rocketmq_version!r}")

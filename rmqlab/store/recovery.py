@@ -412,9 +412,10 @@ def _rmqlab_checks(buf: memoryview | bytes, pos: int, size: int, req: DispatchRe
         if req is not None and check_prop_crc(buf, pos, size, req.properties) == ZERO:
             plan.notes.append(
                 f"record at {offset}: its __CRC32# property says 0 and the CRC of its first {size - 20} bytes "
-                f"really is 0: accepted. RocketMQ {version}'s forceVerifyPropCRC check as the spec records it "
-                f"(expectedCRC > 0; RocketMQ issue 9121, fixed by PR 9122) treats a CRC of 0 as damage and "
-                f"would have cut the log here, dropping this and every later record."
+                f"really is 0: accepted. A RocketMQ 5.x broker without the fix of issue 9121 (PR 9122, January "
+                f"2025: its forceVerifyPropCRC check required expectedCRC > 0) treats a CRC of 0 as damage and "
+                f"would have cut the log here, dropping this and every later record; with the fix it is accepted "
+                f"as here."
             )
     elif check_crc and _INT.unpack_from(buf, pos + 8)[0] == 0 and _body_length(buf, pos) > 0:
         plan.notes.append(

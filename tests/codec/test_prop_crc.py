@@ -181,8 +181,8 @@ def test_prop_crc_checked_before_the_length_check() -> None:
 
 
 def test_crc_zero_is_accepted() -> None:
-    """A record whose CRC really is 0 (its FLAG chosen for it): rmqlab accepts it (5.3.3's check
-    as the spec records it, ``expectedCRC > 0``, fails it; recovery notes that)."""
+    """A record whose CRC really is 0 (its FLAG chosen for it): rmqlab accepts it (a broker without
+    the fix of RocketMQ issue 9121, ``expectedCRC > 0``, fails it; recovery notes that)."""
     rec = _sealed()
     rec[16:20] = forge_crc32_window(bytes(rec[:-20]), 16, 0)
     assert seal_prop_crc(rec, 0, len(rec)) == 0

@@ -59,7 +59,6 @@ from rmqlab.codec.flags import INNER_BATCH_FLAG, SCHEDULE_TOPIC, TRANSACTION_PRE
 from rmqlab.codec.index_layout import HASH_SLOT_SIZE, INDEX_HEADER_SIZE, INDEX_SIZE, index_file_size
 from rmqlab.codec.multi_dispatch import MultiDispatchPairs, is_multi_dispatch_unit
 from rmqlab.codec.names import COMPACTION_DIR, LONG_MAX, offset_overflow, parse_offset_file_name
-from rmqlab.codec.prop_crc import prop_crc_mismatches
 from rmqlab.inspect.frames import index_items, index_slots
 
 if TYPE_CHECKING:
@@ -357,12 +356,8 @@ def _walk_file(snap: StoreSnapshot, mf: MappedFile, queue_ids: dict[tuple[str, i
                     multi[int(offs[i])] = (md, int(c.queue_id[i]))
         stale = c.commit_log_offset != offs
         bad_crc = ~c.crc_ok if check_crc and c.crc_ok is not None else np.zeros(c.n, bool)
-        bad_prop: dict[int, tuple[str, int]] = {}
-        if check_crc:
-            bad_prop = {i: (v, real) for i, v, real in prop_crc_mismatches(mf.buffer, (offs - base).tolist(),
-                                                                          c.store_size.tolist())}
-        flagged = stale | bad_crc
-        flagged[list(bad_prop)] = True
+        bad_prop = c.prop_crc == 0 if check_crc and c.prop_crc is not None else np.zeros(c.n, bool)
+        flagged = stale | bad_crc | bad_prop
         for i in np.flatnonzero(flagged).tolist():
             off = int(offs[i])
             if stale[i]:
@@ -374,10 +369,9 @@ def _walk_file(snap: StoreSnapshot, mf: MappedFile, queue_ids: dict[tuple[str, i
                                    f"body CRC {int(c.body_crc[i])} does not match the body of "
                                    f"{int(c.body_length[i])} bytes "
                                    "(recovery with checkCRCOnRecover cuts the log here)"))
-            if i in bad_prop:
-                value, real = bad_prop[i]
+            if bad_prop[i]:
                 out.append(Finding("error", "commitlog_prop_crc_mismatch", rel, off,
-                                   f"__CRC32# property {value!r} is not the CRC {real} of the record's first "
+                                   f"__CRC32# property is not the CRC of the record's first "
                                    f"{int(c.store_size[i]) - 20} bytes: damage outside the body, which the body "
                                    "CRC cannot see (recovery with force_verify_prop_crc cuts the log here)"))
         # (topic, queue) -> queue number, one dict lookup per distinct pair

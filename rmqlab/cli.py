@@ -747,7 +747,8 @@ def _chain_table(title: str, rows: list[dict[str, Any]]) -> None:
 
 @main.command()
 @_store_options
-@click.option("--crc", is_flag=True, help="Also check every body CRC.")
+@click.option("--crc", is_flag=True, help="Also check every body CRC, and the whole-record CRC of each "
+                                         "record carrying the 5.x __CRC32# property.")
 @_output_options
 def verify(store: Path, hash_slot_num: int | None, index_num: int | None, crc: bool, as_json: bool,
            json_lines: bool) -> None:

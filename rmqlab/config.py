@@ -26,10 +26,13 @@ _VERSIONS = ("4.9.8", "5.3.3")
 # RocketMQ options whose field exists (same name and default) but whose behaviour rmqlab does not
 # have: accepting True would silently write or check other bytes than RocketMQ (spec §2.6, §2.12)
 _NOT_IMPLEMENTED = {
-    "enabled_append_prop_crc": "5.x appends the 20-byte __CRC32# property to every record",
-    "force_verify_prop_crc": "5.x recovery then verifies __CRC32# instead of the body CRC",
     "duplication_enable": "5.x keeps client store timestamps and queue offsets, and recovery "
                           "requires a DUP_INFO property",
+}
+# 5.x-only options: 4.9.8's MessageStoreConfig has no such field, so True cannot mean anything there
+_V5_ONLY = {
+    "enabled_append_prop_crc": "the 20-byte __CRC32# property appended to every record",
+    "force_verify_prop_crc": "recovery checking __CRC32# instead of the body CRC",
 }
 
 
@@ -63,7 +66,11 @@ class MessageStoreConfig:
     max_filter_message_size: int = 16000
     default_query_max_num: int = 32
     auto_message_version_on_topic_len: bool = True
+    # 5.x enabledAppendPropCRC: every record written ends with a 20-byte __CRC32# property holding
+    # the CRC-32 of the record before it (codec/prop_crc.py, spec §2.6); 4.9.8 refuses True
     enabled_append_prop_crc: bool = False
+    # 5.x forceVerifyPropCRC: recovery (with check_crc_on_recover) checks __CRC32# instead of the
+    # body CRC, and a record without it fails (spec §2.12); never the reput; 4.9.8 refuses True
     force_verify_prop_crc: bool = False
 
     # --- flush / commit ----------------------------------------------------------------------
@@ -167,6 +174,10 @@ class MessageStoreConfig:
         if self.timer_precision_ms <= 0 or self.mapped_file_size_timer_log <= 0:
             raise ConfigError(f"timer_precision_ms and mapped_file_size_timer_log must be positive, not "
                               f"{self.timer_precision_ms} and {self.mapped_file_size_timer_log}")
+        for name, what in _V5_ONLY.items():
+            if getattr(self, name) and self.is_v4:
+                raise ConfigError(f"{name}=True needs rocketmq_version='5.3.3': RocketMQ 4.9.8 has no such option "
+                                  f"({what} is 5.x only)")
         for name, what in _NOT_IMPLEMENTED.items():
             if getattr(self, name):
                 raise ConfigError(f"{name}=True is not implemented by rmqlab ({what}); RocketMQ's default "

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,13 +46,30 @@ def reference_manifest() -> Callable[[str], dict[str, Any]]:
     return _load
 
 
-@pytest.fixture(autouse=True)
-def _quiet_disk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture(scope="session", autouse=True)
+def _quiet_disk() -> Iterator[None]:
     """Stores opened by tests see a half-full disk unless a test injects its own probe.
 
-    Cleanup runs in ``step()`` with the real ``usedPercent`` by default; on a nearly full CI disk
-    that would delete files or refuse writes in tests about something else. Tests of the real
-    probe use the marker ``real_disk``.
+    Cleanup runs in ``step()`` with the real ``usedPercent`` by default; on a nearly full disk
+    (over 90 %: RocketMQ's disk-full rule) every store a test builds would refuse its puts, and over
+    75 % cleanup would delete files, in tests about something else. Session-wide, so module-scoped
+    stores are built under it too, and with its own ``MonkeyPatch``, so a test calling
+    ``monkeypatch.undo()`` on the shared fixture cannot bring the real disk back. Tests of the
+    real probe use the marker ``real_disk`` (see ``_real_disk``).
     """
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("rmqlab.store.cleanup.system_disk_usage", lambda path: 0.5)
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _real_disk(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The machine's real disk probe, for tests marked ``real_disk``."""
     if request.node.get_closest_marker("real_disk") is None:
-        monkeypatch.setattr("rmqlab.store.cleanup.system_disk_usage", lambda path: 0.5)
+        yield
+        return
+    from rmqlab.files.fs import system_disk_usage
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("rmqlab.store.cleanup.system_disk_usage", system_disk_usage)
+        yield

@@ -16,10 +16,8 @@ from functools import lru_cache
 from itertools import repeat
 
 from rmqlab.codec.flags import (
-    CRC32_RESERVED_LEN,
     NAME_VALUE_SEPARATOR,
     PROPERTY_CLUSTER,
-    PROPERTY_CRC32,
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
@@ -29,6 +27,7 @@ from rmqlab.codec.flags import (
     PROPERTY_WAIT_STORE_MSG_OK,
 )
 from rmqlab.codec.java_hash import java_hash
+from rmqlab.codec.prop_crc import crc32_property
 
 __all__ = [
     "broker_properties",
@@ -343,14 +342,3 @@ def _serialise(m: dict[str, str], order: tuple[str, ...], version: str) -> tuple
     if n and trailing_separator_for(version):
         text += PROPERTY_SEPARATOR
     return text.encode("utf-8"), ({k: m[k] for k in order} if clean else None)
-
-
-def crc32_property(crc: int) -> bytes:
-    """The 20-byte ``__CRC32#`` pair 5.x can reserve at a record's end (spec 2.6, golden #9).
-
-    The 10 digits are the decimal digits of ``crc`` least-significant first, padded with '0'.
-    """
-    digits = "".join(str((crc // 10**i) % 10) for i in range(10))
-    out = f"{PROPERTY_CRC32}{NAME_VALUE_SEPARATOR}{digits}{PROPERTY_SEPARATOR}".encode("ascii")
-    assert len(out) == CRC32_RESERVED_LEN
-    return out

@@ -32,6 +32,7 @@ import numpy as np
 from rmqlab.codec.crc import crc32 as _crc32
 from rmqlab.codec.flags import (
     BORNHOST_V6_FLAG,
+    CRC32_RESERVED_LEN,
     KEY_SEPARATOR,
     MESSAGE_MAGIC_CODE_V1,
     MESSAGE_MAGIC_CODE_V2,
@@ -44,6 +45,7 @@ from rmqlab.codec.flags import (
 from rmqlab.codec.java_hash import java_hash, java_hash_extend_many
 from rmqlab.codec.message import MIN_RECORD_SIZE, BlankRecord, EndOfData, MessageRecord, _decode, _ip_str
 from rmqlab.codec.multi_dispatch import MultiDispatchPairs, multi_dispatch_pairs
+from rmqlab.codec.prop_crc import prop_crc_mismatches
 from rmqlab.codec.properties import decode_properties
 from rmqlab.codec.windows import byte_windows
 from rmqlab.errors import CorruptRecord
@@ -129,6 +131,10 @@ class RecordColumns:
     #: or when the scan was not asked for them (``with_multi_dispatch``)
     multi_dispatch: list[MultiDispatchPairs] | None = None
     crc_ok: np.ndarray | None = None
+    #: with ``crc_ok``, per row: 1 the record's last 20 bytes are a 5.x ``__CRC32#`` property
+    #: holding its CRC, 0 they are one holding something else (damage outside the body), -1
+    #: they are none (a store written without ``enabledAppendPropCRC``)
+    prop_crc: np.ndarray | None = None
     body: list[bytes] | None = None
     stop: int = 0
     blank: tuple[int, int] | None = None
@@ -232,6 +238,8 @@ class RecordColumns:
             out.body = [self.body[i] for i in lst]
         if self.crc_ok is not None:
             out.crc_ok = self.crc_ok[idx]
+        if self.prop_crc is not None:
+            out.prop_crc = self.prop_crc[idx]
         out.stop, out.blank, out.error, out.more = self.stop, self.blank, self.error, self.more
         return out
 
@@ -422,6 +430,31 @@ def scan_records(
     return out
 
 
+def _prop_crc_column(u8: np.ndarray, offs: np.ndarray, total: np.ndarray) -> np.ndarray:
+    """:attr:`RecordColumns.prop_crc` for whole records at ``offs`` of ``total`` bytes: the
+    tails that look like a ``__CRC32#`` pair are found with numpy, and only those are checked."""
+    out = np.full(len(offs), -1, np.int8)
+    if not len(offs):
+        return out
+    ends = offs + total
+    look = total >= CRC32_RESERVED_LEN
+    e = np.where(look, ends, CRC32_RESERVED_LEN)  # a safe index where the record is too short
+    for back, byte in _PROP_CRC_MARKS:
+        look &= u8[e - back] == byte
+    idx = np.flatnonzero(look)
+    if idx.size:
+        out[idx] = 1
+        for i, _value, _real in prop_crc_mismatches(u8, offs[idx].tolist(), total[idx].tolist()):
+            out[idx[i]] = 0
+    return out
+
+
+#: (bytes back from a record's end, byte) of a written ``__CRC32#`` pair: its first, its '#', its
+#: name/value separator and its closing property separator
+_PROP_CRC_MARKS = ((CRC32_RESERVED_LEN, 0x5F), (CRC32_RESERVED_LEN - 7, 0x23), (CRC32_RESERVED_LEN - 8, 0x01),
+                   (1, 0x02))
+
+
 def _finish_at(out: RecordColumns, buf: Any, pos: int, limit: int, check_crc: bool, file: str | None,
                base_offset: int) -> None:
     """What the walker does at ``pos``, where the fast path stopped: end, blank or damage."""
@@ -544,7 +577,7 @@ def _columns(out: RecordColumns, buf: Any, offs: np.ndarray, n: int, hop_stop: i
                             break
                     topics[i] = t
         del raws
-        crc_ok = None
+        crc_ok = prop_crc = None
         body: list[bytes] | None = None
         if check_crc or with_crc or with_body:
             bp = body_pos[:n].tolist()
@@ -567,6 +600,7 @@ def _columns(out: RecordColumns, buf: Any, offs: np.ndarray, n: int, hop_stop: i
                     n = int(np.argmin(crc_ok))
                     hop_stop = int(offs[n])
                 crc_ok = crc_ok[:n]
+                prop_crc = _prop_crc_column(u8, offs[:n], total[:n])
                 if body is not None:
                     body = body[:n]
         topics = topics[:n]
@@ -595,5 +629,6 @@ def _columns(out: RecordColumns, buf: Any, offs: np.ndarray, n: int, hop_stop: i
     out.properties = props_out
     out.multi_dispatch = multi
     out.crc_ok = crc_ok
+    out.prop_crc = prop_crc
     out.body = body
     return n, hop_stop

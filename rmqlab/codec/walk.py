@@ -36,6 +36,7 @@ from rmqlab.codec.flags import (
 )
 from rmqlab.codec.java_hash import tags_code as _tags_code
 from rmqlab.codec.message import BlankRecord, EndOfData, MessageRecord, _decode, calc_msg_length
+from rmqlab.codec.prop_crc import MISMATCH, MISSING, check_prop_crc
 from rmqlab.codec.properties import decode_properties
 from rmqlab.errors import CorruptRecord
 
@@ -169,20 +170,30 @@ def check_message_and_return_size(
     rocketmq_version: str = "4.9.8",
     delay_level_table: dict[int, int] | None = None,
     max_delay_level: int = 0,
+    force_verify_prop_crc: bool = False,
 ) -> tuple[int, bool, DispatchRequest | None]:
     """``CommitLog.checkMessageAndReturnSize`` on the record at ``offset`` of ``buf`` (spec 2.12).
 
     The buffer's end plays the part of the Java ByteBuffer's limit: reading past it is the
     "exception" case, ``(-1, False, None)``. 4.9.8 accepts only the V1 magic; 5.3.3 also V2 and
     fails early when fewer bytes remain than TOTALSIZE promises. Never raises for bad data.
+
+    ``force_verify_prop_crc`` (5.x ``forceVerifyPropCRC``; only with ``check_crc`` on 5.3.3): the
+    body CRC is not checked; once the properties are parsed, and before the length check, the
+    record must carry ``__CRC32#`` holding the CRC of its first ``TOTALSIZE - 20`` bytes
+    (:func:`rmqlab.codec.prop_crc.check_prop_crc`), else ``(-1, False, None)``. A record whose
+    CRC really is 0 (the property says 0) is accepted here, as RocketMQ does since the fix of its
+    issue 9121; brokers without it (``expectedCRC > 0``) fail it -- recovery notes that.
     """
     if rocketmq_version not in _VERSIONS:
         raise ValueError(f"unsupported RocketMQ version {rocketmq_version!r}")
     v5 = rocketmq_version != "4.9.8"
     limit = len(buf)
+    prop_crc = check_crc and v5 and force_verify_prop_crc
     try:
         return _check(
-            buf, offset, limit, v5, check_crc, read_body, delay_level_table, max_delay_level
+            buf, offset, limit, v5, check_crc and not prop_crc, read_body, delay_level_table, max_delay_level,
+            prop_crc,
         )
     except (struct.error, ValueError, IndexError):
         return -1, False, None
@@ -197,6 +208,7 @@ def _check(
     read_body: bool,
     delay_level_table: dict[int, int] | None,
     max_delay_level: int,
+    prop_crc: bool = False,
 ) -> tuple[int, bool, DispatchRequest | None]:
     remaining = limit - offset
     if offset < 0 or remaining < 8 or (v5 and remaining <= 4):
@@ -260,6 +272,8 @@ def _check(
         tags_code = compute_tags_code(
             topic, properties, store_ts, delay_level_table, max_delay_level
         )
+    if prop_crc and check_prop_crc(buf, offset, total, properties) in (MISSING, MISMATCH):
+        return -1, False, None  # 5.x forceVerifyPropCRC: before the length check
     if total != calc_msg_length(version, sys_flag, body_len, topic_len, props_len):
         return total, False, None  # "half message"
     if v5 and properties is not None and PROPERTY_INNER_NUM in properties:

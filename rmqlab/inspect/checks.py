@@ -10,7 +10,11 @@ valid units and each index file's item columns as numpy arrays, zero-copy where 
   ``Long.MAX_VALUE``, which no broker wrote, is ``commitlog_offset_overflow`` at its start,
   none of its records read); the stored physical offset equals the position (stale records
   of a reused file); blank records only at file ends; a non-last file ends with a blank;
-  with ``check_crc`` each body CRC (``commitlog_crc_mismatch``; the walk goes on);
+  with ``check_crc`` each body CRC (``commitlog_crc_mismatch``; the walk goes on), and the
+  whole-record CRC of each record carrying the 5.x ``__CRC32#`` property in its last 20 bytes
+  (a store written with ``enabledAppendPropCRC``), whatever the store's config:
+  ``commitlog_prop_crc_mismatch`` (damage outside the body, which the body CRC cannot see;
+  recovery with ``force_verify_prop_crc`` cuts the log there; the walk goes on);
 * CQ -> log — every unit points at a record start with the same topic, queue, queue offset,
   size and tags code, or is a multi-dispatch (LMQ) unit: the record names the unit's queue and
   queue offset in ``INNER_MULTI_DISPATCH``/``INNER_MULTI_QUEUE_OFFSET`` (``cq_unit_no_record``,
@@ -380,7 +384,9 @@ def _walk_file(snap: StoreSnapshot, mf: MappedFile, queue_ids: dict[tuple[str, i
                     multi[int(offs[i])] = (md, int(c.queue_id[i]))
         stale = c.commit_log_offset != offs
         bad_crc = ~c.crc_ok if check_crc and c.crc_ok is not None else np.zeros(c.n, bool)
-        for i in np.flatnonzero(stale | bad_crc).tolist():
+        bad_prop = c.prop_crc == 0 if check_crc and c.prop_crc is not None else np.zeros(c.n, bool)
+        flagged = stale | bad_crc | bad_prop
+        for i in np.flatnonzero(flagged).tolist():
             off = int(offs[i])
             if stale[i]:
                 out.append(Finding("error", "commitlog_phys_offset_mismatch", rel, off,
@@ -391,6 +397,11 @@ def _walk_file(snap: StoreSnapshot, mf: MappedFile, queue_ids: dict[tuple[str, i
                                    f"body CRC {int(c.body_crc[i])} does not match the body of "
                                    f"{int(c.body_length[i])} bytes "
                                    "(recovery with checkCRCOnRecover cuts the log here)"))
+            if bad_prop[i]:
+                out.append(Finding("error", "commitlog_prop_crc_mismatch", rel, off,
+                                   f"__CRC32# property is not the CRC of the record's first "
+                                   f"{int(c.store_size[i]) - 20} bytes: damage outside the body, which the body "
+                                   "CRC cannot see (recovery with force_verify_prop_crc cuts the log here)"))
         # (topic, queue) -> queue number, one dict lookup per distinct pair
         codes: dict[str, int] = {}
         tcode = np.array([codes.setdefault(t, len(codes)) for t in c.topic], np.int64)

@@ -95,7 +95,8 @@ def spark() -> None:
 
 @spark.command("audit")
 @_options
-@click.option("--check-crc", is_flag=True, help="Also check every body CRC.")
+@click.option("--check-crc", is_flag=True,
+              help="Also check every body CRC, and the __CRC32# property of records that carry one.")
 def audit_cmd(stores: tuple[str, ...], out: str, master: str, confs: tuple[str, ...], check_crc: bool) -> None:
     """Cross-check CommitLog, ConsumeQueues and index of every STORE (the checks of ``verify``).
 

@@ -126,7 +126,7 @@ _BDUP_SCHEMA = StructType([
 RECORD_COLUMNS = ["store_path", "file", "offset", "size", "record_type", "topic", "queue_id", "queue_offset",
                   "physical_offset", "sys_flag", "tags_code", "store_timestamp", "key_hashes", "multi_dispatch",
                   "error", "error_detail"]
-CRC_COLUMNS = ["crc_ok", "body_crc", "body_length"]
+CRC_COLUMNS = ["crc_ok", "prop_crc_ok", "body_crc", "body_length"]
 STATS_COLUMNS = ["tags", "keys"]
 ITEM_COLUMNS = ["store_path", "file", "hash_slot_num", "item_no", "key_hash", "phy_offset", "slot"]
 UNIT_COLUMNS = ["store_path", "topic", "queue_id", "file", "queue_offset", "position", "commit_log_offset", "size",
@@ -558,9 +558,9 @@ def file_walks(records: DataFrame, files: DataFrame) -> DataFrame:
 
 def _damage_ctes(check_crc: bool = False) -> _Ctes:
     """``dm_f``: :func:`damage_findings` over ``{records}`` and ``{walks}``."""
-    crc = ", r.crc_ok, r.body_crc, r.body_length" if check_crc else ""
+    crc = ", r.crc_ok, r.prop_crc_ok, r.body_crc, r.body_length" if check_crc else ""
     odd = "NOT (r.record_type = 'message') OR r.physical_offset != r.`offset`"
-    odd += " OR NOT r.crc_ok" if check_crc else ""
+    odd += " OR NOT r.crc_ok OR NOT r.prop_crc_ok" if check_crc else ""  # prop_crc_ok null: no property
     not_read = _fmt(" (%d bytes not read)", "base + mapped_length - `offset`")
     damage = _finding_struct(_q("error"), "concat('commitlog_', error)", "file", "`offset`", (
         "concat(coalesce(error_detail, error), '; the walk of this file stops here', "
@@ -580,6 +580,10 @@ def _damage_ctes(check_crc: bool = False) -> _Ctes:
             "body CRC %d does not match the body of %d bytes (recovery with checkCRCOnRecover cuts the log here)",
             "body_crc", "body_length"))
         parts.append(("record_type = 'message' AND NOT crc_ok", crc_bad))
+        prop_bad = _finding_struct(_q("error"), _q("commitlog_prop_crc_mismatch"), "file", "`offset`", _fmt(
+            "__CRC32# property is not the CRC of the record's first %d bytes: damage outside the body, which the "
+            "body CRC cannot see (recovery with force_verify_prop_crc cuts the log here)", "size - 20"))
+        parts.append(("record_type = 'message' AND NOT prop_crc_ok", prop_bad))
     # one scan of the records for every kind (a UNION ALL of one SELECT per kind scanned the cached
     # records once per kind: 3-4 stages of a task per CommitLog file at the end of the audit)
     cases = ", ".join(f"CASE WHEN {c} THEN {f} END" for c, f in parts)
@@ -593,7 +597,8 @@ def _damage_ctes(check_crc: bool = False) -> _Ctes:
 
 def damage_findings(records: DataFrame, walks: DataFrame, *, check_crc: bool = False) -> DataFrame:
     """Damage (the walk of the file stops there), stale physical offsets, blanks not at file ends,
-    and with ``check_crc`` body CRC mismatches."""
+    and with ``check_crc`` body CRC mismatches and, for records carrying the 5.x ``__CRC32#``
+    property, whole-record CRC mismatches."""
     return _sql(records.sparkSession, _damage_ctes(check_crc), "SELECT * FROM dm_f", records=records, walks=walks)
 
 

@@ -77,6 +77,8 @@ COMMIT_LOG_COLUMNS: list[Column] = [
     ("store_host", _S, True, "'ip:port' of the broker"),
     ("body_crc", _I, True, "BODYCRC as stored"),
     ("crc_ok", _B, True, "BODYCRC equals crc32(body) & 0x7FFFFFFF"),
+    ("prop_crc_ok", _B, True, "the 5.x __CRC32# property in the record's last 20 bytes holds the CRC of the bytes "
+                              "before it; null when the record has none (written without enabledAppendPropCRC)"),
     ("body_length", _I, True, "BODYLENGTH in bytes"),
     ("reconsume_times", _I, True, "RECONSUMETIMES"),
     ("prepared_transaction_offset", _L, True, "half-message offset for tx COMMIT/ROLLBACK records, else 0"),

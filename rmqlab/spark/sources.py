@@ -286,7 +286,7 @@ class CommitLogReader(DataSourceReader):
         names = set(schema.names)
         # the scan computes only what the schema asks for: dicts, CRCs and bodies cost most
         self.with_properties = "properties" in names
-        self.with_crc = "crc_ok" in names
+        self.with_crc = "crc_ok" in names or "prop_crc_ok" in names
         self.include_body = "body" in names
         self.with_multi_dispatch = "multi_dispatch" in names
 
@@ -442,6 +442,7 @@ def _message_batch(schema: pa.Schema, store: str, file: str, c: RecordColumns, b
         "store_host": lambda t: pa.array(c.store_hosts(), t),
         "body_crc": lambda t: _np(c.body_crc, t),
         "crc_ok": lambda t: pa.array(c.crc_ok, t),
+        "prop_crc_ok": lambda t: pa.array(c.prop_crc == 1, t, mask=c.prop_crc < 0),
         "body_length": lambda t: _np(c.body_length, t),
         "reconsume_times": lambda t: _np(c.reconsume_times, t),
         "prepared_transaction_offset": lambda t: _np(c.prepared_transaction_offset, t),

@@ -10,6 +10,19 @@ file. A record that does not fit (``size + 8 > space left``) leaves an 8-byte bl
 Thread-safety: ``put_message``/``put_messages`` serialise on ``put_lock``; readers
 (``get_message``/``get_data``) hold a reference on the mapped file they read.
 
+Optional CRC property (5.x ``enabled_append_prop_crc``, spec §2.6, ``codec/prop_crc.py``): every
+record written ends with a 20-byte ``__CRC32#`` property holding the CRC-32 of the record before
+it. Such a store takes the exact path for every put (``fast_path`` is off): :meth:`_put`
+reserves the 20 bytes (and a ``0x02`` when the properties do not end with one) in each record
+it is given, checks the lengths that grow (PROPERTIES_SIZE_EXCEEDED past 32767 bytes of
+properties, the record size limit), and :meth:`_append` seals each record -- CRC over its bytes
+once QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP are final -- just before copying it into the
+file, under the put lock. A client's own ``__CRC32#`` is dropped from the map of a single
+message before it is serialised (5.x ``asyncPutMessage``); the inner messages of a batch keep
+theirs, as 5.x's batch encoder copies their properties as sent (the record's own property comes
+last, so it is the one a reader parses). The memory store's records (``encode_record`` /
+``encode_batch`` without a put) get none: they are not in the CommitLog.
+
 Pre-faulting: the first write to a page of a fresh mapping costs a page fault, ~0.4 us per 1 KiB
 record on the put thread. ``prefault_ahead`` (called by ``CommitLogPrefaultService``: its own
 thread in a threaded store, every ``store.step()`` in a stepped one) pre-faults the last
@@ -60,6 +73,12 @@ from rmqlab.codec.message import (
 from rmqlab.codec.msg_id import UniqKeyGenerator, create_offset_msg_id, ip_to_bytes
 from rmqlab.codec.multi_dispatch import MULTI_DISPATCH_QUEUE_SPLITTER, dispatches_multi, java_split
 from rmqlab.codec.names import is_lmq_topic, validate_topic
+from rmqlab.codec.prop_crc import (
+    properties_length_position,
+    reserve_prop_crc,
+    reserved_properties_length,
+    seal_prop_crc,
+)
 from rmqlab.codec.properties import (
     decode_properties,
     encode_broker_properties_and_map,
@@ -94,6 +113,7 @@ log = logging.getLogger(__name__)
 
 _BLANK = struct.Struct(">ii")
 _LONG = struct.Struct(">q")
+_SHORT = struct.Struct(">h")
 _MAX_PROPERTIES_LENGTH = 32767
 _NO_FILE = "cannot create the next commit log file"
 _TOO_BIG = "record larger than a commit log file"
@@ -429,7 +449,11 @@ class CommitLog:
         self._column_heads: dict[tuple, tuple | None] = {}  # (born host, sys flag) -> _born_head(...)
         self._last_middle: tuple = ((), None)  # (key, (_head_whole, middle bytes)) of the last column batch
         self._v5_producer = config.rocketmq_version != "4.9.8"
-        self.fast_path = True  # False: every put takes the exact reference path (tests compare both)
+        # 5.x enabledAppendPropCRC (see the module docstring): only the exact path writes the property
+        self._prop_crc = config.enabled_append_prop_crc and not config.is_v4
+        # False: every put takes the exact reference path (tests compare both); always False with
+        # enabled_append_prop_crc
+        self.fast_path = not self._prop_crc
         self._max_message_size = config.max_message_size  # the config is frozen: read once
         self._max_record_size = config.max_record_size
         self._tz = clock.tz()
@@ -642,19 +666,23 @@ class CommitLog:
             self._hosts[host] = got
         return got
 
-    def encode_record(self, msg: Message, now: int, uniq: str | None = None, *,
-                      drop_wait: bool = False, timer_out_ms: int | None = None) -> EncodedRecord | PutMessageResult:
+    def encode_record(self, msg: Message, now: int, uniq: str | None = None, *, drop_wait: bool = False,
+                      timer_out_ms: int | None = None, drop_crc: bool = False) -> EncodedRecord | PutMessageResult:
         """Encode ``msg`` as a record with zero queue offset, physical offset and store time.
 
         ``uniq``: the UNIQ_KEY to use when the message brings none (the fast path passes the one
         it already drew when it hands a message over, so no counter value is skipped).
         ``drop_wait``: leave WAIT out of the properties (5.x's multi-dispatch put).
         ``timer_out_ms``: a timer message's due tick (:meth:`_transform_timer`): the record goes
-        to ``rmq_sys_wheel_timer`` queue 0 with ``TIMER_OUT_MS``, ``REAL_TOPIC``, ``REAL_QID``."""
+        to ``rmq_sys_wheel_timer`` queue 0 with ``TIMER_OUT_MS``, ``REAL_TOPIC``, ``REAL_QID``.
+        ``drop_crc``: leave a client's ``__CRC32#`` out (5.x ``asyncPutMessage`` with
+        ``enabledAppendPropCRC``; :meth:`_put` then reserves the store's own)."""
         uniq = msg.uniq_key or (msg.properties or {}).get(flags.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or uniq
         if not uniq:
             uniq = self.new_uniq_key(now)
         client = client_properties(msg, uniq)
+        if drop_crc:
+            client.pop(flags.PROPERTY_CRC32, None)
         topic, queue_id = msg.topic, msg.queue_id
         delay = client.get(flags.PROPERTY_DELAY_TIME_LEVEL)
         if timer_out_ms is not None:
@@ -797,6 +825,8 @@ class CommitLog:
         refused = self._check_topic(topic)
         if refused is not None:
             return refused
+        if self._prop_crc and flags.PROPERTY_CRC32 in props:  # the stored record's own: a new one is written
+            props = {k: v for k, v in props.items() if k != flags.PROPERTY_CRC32}
         text, parsed = reserialised_properties_and_map(props, self.config.rocketmq_version)
         born_ip, born_port = self._host(rec.born_host)
         store_ip, store_port = self._host(rec.store_host)
@@ -881,6 +911,8 @@ class CommitLog:
         def prepare() -> tuple[list[EncodedRecord], dict[str, int]] | PutMessageResult:
             q = self.topic_queue_table.get(key, 0)
             m = dict(props)
+            if self._prop_crc:
+                m.pop(flags.PROPERTY_CRC32, None)
             m[flags.PROPERTY_INNER_BASE] = str(q)
             text, parsed = reserialised_properties_and_map(m, version)
             enc = self._record(topic, queue_id, body, flag, sys_flag,
@@ -1020,7 +1052,7 @@ class CommitLog:
                     (msg.properties.get(flags.PROPERTY_INNER_MULTI_DISPATCH) or "").strip():
                 return self._put_multi_dispatch(msg, now, uniq or None)
             # the UNIQ_KEY and time the fast path already drew, if any: the record it would have made
-            enc = self.encode_record(msg, now, uniq or None, timer_out_ms=timer_out)
+            enc = self.encode_record(msg, now, uniq or None, timer_out_ms=timer_out, drop_crc=self._prop_crc)
             if isinstance(enc, PutMessageResult):
                 return enc
             return self._put([enc])
@@ -1131,7 +1163,7 @@ class CommitLog:
         v4 = self.config.is_v4
         counted = (msg.sys_flag & _TX_MASK) not in _NO_QUEUE_OFFSET
         if not v4 and not (counted and dispatches_multi(msg.topic, self.config.rocketmq_version)):
-            enc = self.encode_record(msg, now, uniq)
+            enc = self.encode_record(msg, now, uniq, drop_crc=self._prop_crc)
             return enc if isinstance(enc, PutMessageResult) else self._put([enc])
         lmq = self.config.enable_lmq
         keys = [f"{n}-{0 if lmq and is_lmq_topic(n) else msg.queue_id}"
@@ -1143,7 +1175,7 @@ class CommitLog:
             offsets = [str(table.get(k, 0)) if a else "" for k, a in zip(keys, assigned, strict=True)]
             value = MULTI_DISPATCH_QUEUE_SPLITTER.join(offsets)
             wrapped = dataclasses.replace(msg, properties={**props, flags.PROPERTY_INNER_MULTI_QUEUE_OFFSET: value})
-            enc = self.encode_record(wrapped, now, uniq, drop_wait=True)
+            enc = self.encode_record(wrapped, now, uniq, drop_wait=True, drop_crc=self._prop_crc)
             if isinstance(enc, PutMessageResult):
                 if not v4:  # 5.x's encoder answers for itself
                     return enc
@@ -2158,6 +2190,10 @@ class CommitLog:
                 if isinstance(got, PutMessageResult):
                     return got
                 encoded, moves = got
+            if self._prop_crc:
+                refused = self._reserve_prop_crc(encoded)
+                if refused is not None:
+                    return refused
             total = sum(len(e.data) for e in encoded) if len(encoded) > 1 else len(encoded[0].data)
             now = self.clock.now_ms()
             table = self.topic_queue_table
@@ -2179,7 +2215,7 @@ class CommitLog:
             if mf is None:
                 return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, reason=_NO_FILE)
             wrote_offset = self._append(mf, encoded, total, now, nexts)
-            if wrote_offset < 0:  # END_OF_FILE: blank written, roll and append again
+            if wrote_offset < 0:  # END_OF_FILE: blank written, roll and append again (sealed again)
                 mf = self._writable_file()
                 if mf is None:
                     return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, reason=_NO_FILE)
@@ -2201,6 +2237,30 @@ class CommitLog:
         if self.on_put is not None:
             self.on_put(result)
         return _new_put_result(PutMessageStatus.PUT_OK, result)
+
+    def _reserve_prop_crc(self, encoded: list[EncodedRecord]) -> PutMessageResult | None:
+        """5.x ``enabledAppendPropCRC``: each record gets its 20-byte reserve (after a ``0x02`` if
+        its properties are non-empty and do not end with one), or the refusal of the first whose
+        properties (then > 32767 bytes: PROPERTIES_SIZE_EXCEEDED) or size (> ``max_record_size``:
+        MESSAGE_ILLEGAL) grow past the limit -- the encoder's checks on the grown lengths. Their
+        dispatch hints are dropped: the property is written under the lock, so reput parses."""
+        out = []
+        limit = self._max_record_size
+        for enc in encoded:
+            data = enc.data
+            props_len = _SHORT.unpack_from(data, properties_length_position(data))[0]
+            plen = reserved_properties_length(props_len, data[-1])
+            if plen > _MAX_PROPERTIES_LENGTH:
+                return _too_many_property_bytes(plen)
+            total = len(data) - props_len + plen
+            if total > limit:
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                        reason=f"record of {total} bytes exceeds {limit}")  # fmt: skip
+            out.append(reserve_prop_crc(data))
+        for enc, data in zip(encoded, out, strict=True):
+            enc.data = data
+            enc.dispatch = None
+        return None
 
     def _writable_file(self) -> MappedFile | None:
         mfq = self.mapped_file_queue
@@ -2246,10 +2306,13 @@ class CommitLog:
             if len(hints) >= _MAX_DISPATCH_HINTS:
                 hints.clear()
             mine: dict[int, DispatchHint] = {}
+            seal = self._prop_crc
             for enc in encoded:
                 data = enc.data
                 n = len(data)
                 _LONG.pack_into(data, PHYSICAL_OFFSET_POSITION, phys)
+                if seal:  # every field is final now: the __CRC32# property (5.x enabledAppendPropCRC)
+                    seal_prop_crc(data, 0, n)
                 if enc.dispatch is not None:
                     mine[phys] = (n, enc.queue_offset, now, enc.ts_pos, enc.dispatch)
                 target[pos : pos + n] = data

@@ -18,6 +18,12 @@ so every result and every stop reason stays the one the slow walk gives:
   ``checkMessageAndReturnSize``'s try, so an unparsable pair fails the record: :func:`_inner_batches`
   finds the records naming INNER_NUM with one ``re`` scan and parses just those, exactly as the slow
   path does). Anything else -- blank, zeros, damage, the rare notes -- goes to the slow path.
+  With ``prop_crc`` (5.x ``forceVerifyPropCRC``) the body CRC is not checked; instead a record is
+  certified only when its last 20 bytes are a ``__CRC32#`` pair written as the writer writes it
+  (``"__CRC32#" 0x01``, ten ASCII digits, ``0x02``, starting the properties or after a ``0x02``,
+  so the parser reads it as the last pair and its value wins) whose value is in (0, 2^31) and
+  equals the CRC of the record's other bytes (:func:`rmqlab.codec.prop_crc.record_crc`); a
+  value of 0 goes to the slow path, which accepts a real CRC of 0 and notes it.
 * :func:`gather_dispatch_fields` gives re-dispatch what it needs to decide, without parsing
   properties, that a record is already in its consume queue and index.
 """
@@ -40,6 +46,7 @@ from rmqlab.codec.flags import (
     SCHEDULE_TOPIC,
     STOREHOSTADDRESS_V6_FLAG,
 )
+from rmqlab.codec.prop_crc import CRC32_RESERVED_LEN, PROP_CRC_PREFIX
 from rmqlab.codec.properties import decode_properties
 from rmqlab.codec.scan import _byte_source
 from rmqlab.codec.walk import batch_fields
@@ -53,6 +60,8 @@ _TOTAL_MAGIC = struct.Struct(">ii")
 _SCHEDULE = SCHEDULE_TOPIC.encode()
 #: a property named INNER_NUM: its name and the 0x01 after it are in the properties' bytes
 _INNER_NUM_PAIR = re.compile(re.escape(PROPERTY_INNER_NUM.encode() + b"\x01"))
+_PREFIX = np.frombuffer(PROP_CRC_PREFIX, dtype=np.uint8)
+_TENS = 10 ** np.arange(10, dtype=np.int64)  # the digits of a __CRC32# value come least-significant first
 
 
 def hop(buf: Any, pos: int, limit: int, v5: bool, max_records: int) -> tuple[list[int], list[int]]:
@@ -151,15 +160,19 @@ class FastChecker:
     the positions its slow path accepted), so re-dispatch needs no second hop.
     """
 
-    def __init__(self, v5: bool, check_crc: bool, keep_positions: bool, batch: int = BATCH) -> None:
+    def __init__(self, v5: bool, check_crc: bool, keep_positions: bool, batch: int = BATCH,
+                 prop_crc: bool = False) -> None:
         self.v5 = v5
         self.batch = batch
-        self.check_crc = check_crc
+        # forceVerifyPropCRC (5.x, with check_crc): the __CRC32# property instead of the body CRC
+        self.prop_crc = prop_crc and check_crc and v5
+        self.check_crc = check_crc and not self.prop_crc
         self.keep_positions = keep_positions
         self.accepted: dict[int, list[Any]] = {}
         self._buf: Any = None
         self._p: np.ndarray | None = None
         self._t: list[int] = []
+        self._ps: list[int] = []
         self._ok: np.ndarray | None = None
         self._bs: list[int] = []
         self._be: list[int] = []
@@ -173,6 +186,7 @@ class FastChecker:
         self._buf = buf
         self._i = 0
         self._t = ts
+        self._ps = ps
         if not ps:
             self._p = None
             return
@@ -193,6 +207,10 @@ class FastChecker:
             crc = be_int(arr, np.clip(p + 8, 0, hi), 4)
             if self.check_crc:
                 ok &= (body_len == 0) | (crc != 0)  # CRC 0: the slow path writes a note
+            elif self.prop_crc:
+                ok &= props_len >= CRC32_RESERVED_LEN
+                crc = self._prop_crc_values(arr, p + t - CRC32_RESERVED_LEN, props_len, ok)
+                ok &= crc > 0  # 0: the slow path (a real CRC of 0 gets a note), -1: not as written
             maybe_schedule = np.flatnonzero(ok & (topic_len == len(_SCHEDULE)))
             for i in maybe_schedule.tolist():
                 a = int(f["topic_start"][i])
@@ -215,6 +233,26 @@ class FastChecker:
         self._ok = ok
         self._cum = np.concatenate(([0], np.cumsum(t)))
 
+    @staticmethod
+    def _prop_crc_values(arr: np.ndarray, tail: np.ndarray, props_len: np.ndarray, ok: np.ndarray) -> np.ndarray:
+        """The value of the ``__CRC32#`` pair in the 20 bytes at ``tail`` of each record, or -1
+        where they are not such a pair as the writer writes it (see the module docstring)."""
+        n = len(tail)
+        out = np.full(n, -1, dtype=np.int64)
+        idx = np.flatnonzero(ok)
+        if not len(idx):
+            return out
+        top = len(arr) - 1
+        t = tail[idx]
+        w = arr[np.clip(t[:, None] + np.arange(CRC32_RESERVED_LEN), 0, top)].astype(np.int64)
+        digits = w[:, 9:19] - 48
+        good = ((w[:, :9] == _PREFIX).all(axis=1) & (w[:, 19] == 2) & ((digits >= 0) & (digits <= 9)).all(axis=1)
+                & ((props_len[idx] == CRC32_RESERVED_LEN) | (arr[np.clip(t - 1, 0, top)] == 2)))
+        value = (np.clip(digits, 0, 9) * _TENS).sum(axis=1)
+        good &= value < 2**31
+        out[idx[good]] = value[good]
+        return out
+
     def advance(self, buf: Any, pos: int, base: int) -> tuple[int, int, int, int]:
         p = self._p
         i = self._i
@@ -236,6 +274,16 @@ class FastChecker:
             while k < j:
                 a, b = bs[k], be[k]
                 if a != b and crc32(buf[a:b]) & 0x7FFFFFFF != crcs[k]:
+                    break
+                k += 1
+            j = k
+        elif self.prop_crc and j > i:  # the whole record but its last 20 bytes, against __CRC32#
+            crc32 = _crc32
+            ps, ts, crcs = self._ps, self._t, self._crc
+            k = i
+            while k < j:
+                a = ps[k]
+                if crc32(buf[a : a + ts[k] - CRC32_RESERVED_LEN]) & 0x7FFFFFFF != crcs[k]:
                     break
                 k += 1
             j = k

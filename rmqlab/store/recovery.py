@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from rmqlab.codec import flags
 from rmqlab.codec.checkpoint import Checkpoint
 from rmqlab.codec.message import MessageRecord, decode_message, store_timestamp_position
+from rmqlab.codec.prop_crc import MISSING, OK, ZERO, check_prop_crc, java_expected_crc, record_crc
 from rmqlab.codec.walk import DispatchRequest, batch_fields, check_message_and_return_size
 from rmqlab.config import MessageStoreConfig
 from rmqlab.errors import CorruptRecord
@@ -87,6 +88,8 @@ class RecoveryPlan:
     destroy_consume_queues: bool = False
     steps: list[RecoveryStep] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: the walk checked __CRC32# instead of the body CRC (5.x force_verify_prop_crc with check_crc_on_recover)
+    prop_crc: bool = False
     #: the walk's accepted record positions per file (re-dispatch reuses them; not part of the plan)
     accepted: FastChecker | None = field(default=None, repr=False, compare=False)
 
@@ -323,7 +326,10 @@ def _walk(files: Sequence[CommitLogFileView], index: int, plan: RecoveryPlan, co
     """
     check_crc = config.check_crc_on_recover
     version = config.rocketmq_version
-    fc = FastChecker(version != "4.9.8", check_crc, keep_positions=True) if fast else None
+    # 5.x forceVerifyPropCRC: with checkCRCOnRecover, __CRC32# is checked instead of the body CRC
+    prop_crc = check_crc and config.force_verify_prop_crc and version != "4.9.8"
+    plan.prop_crc = prop_crc
+    fc = FastChecker(version != "4.9.8", check_crc, keep_positions=True, prop_crc=prop_crc) if fast else None
     plan.accepted = fc
     view = files[index]
     buf = view.buffer
@@ -342,7 +348,8 @@ def _walk(files: Sequence[CommitLogFileView], index: int, plan: RecoveryPlan, co
             size, ok, reason = -1, False, "end of a short file"
         else:
             size, ok, _req = check_message_and_return_size(buf, pos, check_crc=check_crc, read_body=True,
-                                                           rocketmq_version=version)
+                                                           rocketmq_version=version,
+                                                           force_verify_prop_crc=prop_crc)
             reason = ""
         if ok and size > 0:
             reason = _rmqlab_checks(buf, pos, size, _req, view.file_from_offset + pos, check_crc, plan)
@@ -368,7 +375,7 @@ def _walk(files: Sequence[CommitLogFileView], index: int, plan: RecoveryPlan, co
             pos = 0
             continue
         plan.stop_file, plan.stop_offset = view.name, view.file_from_offset + pos
-        plan.stop_reason = reason or _why_bad(buf, pos, size, check_crc, version)
+        plan.stop_reason = reason or _why_bad(buf, pos, size, check_crc, version, prop_crc)
         plan.step("record", view.name, view.file_from_offset + pos, "stop", plan.stop_reason)
         break
     if plan.stop_reason == "blank record in the last file":
@@ -401,7 +408,16 @@ def _rmqlab_checks(buf: memoryview | bytes, pos: int, size: int, req: DispatchRe
             f"here; RocketMQ {version} would have accepted it with damaged keys, tags and uniq key."
         )
         return "torn record: properties end with a zero byte"
-    if check_crc and _INT.unpack_from(buf, pos + 8)[0] == 0 and _body_length(buf, pos) > 0:
+    if plan.prop_crc:
+        if req is not None and check_prop_crc(buf, pos, size, req.properties) == ZERO:
+            plan.notes.append(
+                f"record at {offset}: its __CRC32# property says 0 and the CRC of its first {size - 20} bytes "
+                f"really is 0: accepted. A RocketMQ 5.x broker without the fix of issue 9121 (PR 9122, January "
+                f"2025: its forceVerifyPropCRC check required expectedCRC > 0) treats a CRC of 0 as damage and "
+                f"would have cut the log here, dropping this and every later record; with the fix it is accepted "
+                f"as here."
+            )
+    elif check_crc and _INT.unpack_from(buf, pos + 8)[0] == 0 and _body_length(buf, pos) > 0:
         plan.notes.append(
             f"record at {offset} has body CRC 0 and crc32(body) & 0x7FFFFFFF really is 0: accepted. "
             f"RocketMQ versions with issue 9121 (fixed by PR 9122) treated a CRC of 0 as a failed check "
@@ -436,7 +452,29 @@ def _inner_batch_fault(buf: memoryview | bytes, pos: int, check_crc: bool) -> st
     return ""
 
 
-def _why_bad(buf: memoryview | bytes, pos: int, size: int, check_crc: bool, version: str) -> str:
+def _prop_crc_fault(buf: memoryview | bytes, pos: int) -> str:
+    """Why a 5.x record failed ``forceVerifyPropCRC``'s check (empty if that is not the cause)."""
+    try:
+        rec = decode_message(buf, pos, check_crc=False)
+    except (CorruptRecord, ValueError, struct.error, IndexError):
+        return ""
+    if not isinstance(rec, MessageRecord):
+        return ""
+    props = rec.properties or None
+    verdict = check_prop_crc(buf, pos, rec.store_size, props)
+    if verdict == MISSING:
+        return (f"no {flags.PROPERTY_CRC32} property, which force_verify_prop_crc requires "
+                "(5.x forceVerifyPropCRC fails the record)")
+    if verdict in (ZERO, OK):
+        return ""
+    value = props[flags.PROPERTY_CRC32] if props else ""
+    return (f"{flags.PROPERTY_CRC32} {value!r} (= {java_expected_crc(value)}) is not the CRC "
+            f"{record_crc(buf, pos, rec.store_size)} of the record's first {rec.store_size - 20} bytes: "
+            "damage outside the body, which the body CRC cannot see (force_verify_prop_crc)")
+
+
+def _why_bad(buf: memoryview | bytes, pos: int, size: int, check_crc: bool, version: str,
+             prop_crc: bool = False) -> str:
     """Name the check a record failed (zeros = the normal end of the log)."""
     total = _INT.unpack_from(buf, pos)[0]
     magic = _INT.unpack_from(buf, pos + 4)[0]
@@ -450,10 +488,16 @@ def _why_bad(buf: memoryview | bytes, pos: int, size: int, check_crc: bool, vers
         return f"total size {total} does not match the recomputed length (half message)"
     if total <= 0 or pos + total > len(buf):
         return f"total size {total} runs past the end of the file (torn record)"
-    if version != "4.9.8":
-        why = _inner_batch_fault(buf, pos, check_crc)
+    if prop_crc:
+        why = _prop_crc_fault(buf, pos)
         if why:
             return why
+    if version != "4.9.8":
+        why = _inner_batch_fault(buf, pos, check_crc and not prop_crc)
+        if why:
+            return why
+    if prop_crc:
+        return "unreadable fields"
     if check_crc:
         return "body CRC mismatch or unreadable fields"
     return "unreadable fields"

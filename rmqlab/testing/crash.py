@@ -62,6 +62,7 @@ from rmqlab.codec.message import BlankRecord, MessageRecord
 from rmqlab.codec.walk import iter_records
 from rmqlab.config import ASYNC_FLUSH, SYNC_FLUSH, MessageStoreConfig
 from rmqlab.errors import CorruptRecord
+from rmqlab.files.fs import FixedDiskUsage
 from rmqlab.store.index_file import IndexFile
 from rmqlab.store.message import Message
 from rmqlab.store.message_store import MessageStore
@@ -220,7 +221,10 @@ def run_workload(spec: WriterSpec, on_ready: Any = None) -> int:
     acks go to the log in the order the puts return, which is not the CommitLog's order.
     """
     clock = ScaledClock(spec.clock_speed) if spec.clock_speed != 1.0 else SystemClock()
-    store = MessageStore.open(spec.store_dir, writer_config(spec), clock=clock, threaded=True)
+    # a simulated half-full disk: on a machine whose disk is over 90 % full the real probe would
+    # make the writer's store refuse every put (RocketMQ's disk-full rule) in a test about crashes
+    store = MessageStore.open(spec.store_dir, writer_config(spec), clock=clock, threaded=True,
+                              disk_probe=FixedDiskUsage(0.5))
     done = 0
     lock = threading.Lock()
     with open(spec.ack_log, "a", encoding="utf-8") as log:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from rmqlab.codec.crc import body_crc
 from rmqlab.codec.flags import BORNHOST_V6_FLAG, STOREHOSTADDRESS_V6_FLAG
+from rmqlab.codec.prop_crc import CRC32_RESERVED_LEN, crc32_property, record_crc
 
 __all__ = [
     "body_range",
@@ -24,6 +25,8 @@ __all__ = [
     "fix_body_crc",
     "flip_bit",
     "forge_crc32_suffix",
+    "forge_crc32_window",
+    "forge_prop_crc_zero",
     "injure_randomly",
     "overwrite_tail_with_garbage",
     "read_bytes",
@@ -211,3 +214,60 @@ def injure_randomly(root: str | os.PathLike[str], rng: random.Random) -> list[tu
             with open(path, "ab") as f:
                 f.write(rng.randbytes(rng.randint(1, 5000)))
     return done
+
+
+def forge_crc32_window(data: bytes, pos: int, target: int = 0) -> bytes:
+    """Four bytes ``x`` such that ``zlib.crc32(data[:pos] + x + data[pos + 4:]) == target``.
+
+    With the length fixed, CRC-32 is affine in the data over GF(2): ``crc(d ^ e) = crc(d) ^
+    crc(e) ^ crc(zeros)``. So the 32 bits of the window map linearly onto the 32 CRC bits (a
+    bijection for any 32 consecutive bits), and the window is found by Gaussian elimination on
+    the CRCs of the 32 single-bit changes.
+    """
+    import zlib
+
+    base_data = bytearray(data)
+    base_data[pos : pos + 4] = bytes(4)
+    base = zlib.crc32(base_data)
+    rows = []  # (crc change of bit k, the bit k as a 32-bit mask of the window)
+    for k in range(32):
+        d = bytearray(base_data)
+        d[pos + k // 8] ^= 0x80 >> (k % 8)
+        rows.append((zlib.crc32(d) ^ base, 1 << (31 - k)))
+    want = target ^ base
+    solution = 0
+    pivots: list[tuple[int, int, int]] = []  # (pivot bit, crc vector, window mask)
+    for vec, mask in rows:
+        for bit, pv, pm in pivots:
+            if vec >> bit & 1:
+                vec, mask = vec ^ pv, mask ^ pm
+        if vec:
+            bit = vec.bit_length() - 1
+            pivots = [(b, pv ^ vec, pm ^ mask) if pv >> bit & 1 else (b, pv, pm) for b, pv, pm in pivots]
+            pivots.append((bit, vec, mask))
+    for bit, pv, pm in pivots:
+        if want >> bit & 1:
+            want ^= pv
+            solution ^= pm
+    if want:
+        raise ValueError("no window value reaches the target CRC")
+    return solution.to_bytes(4, "big")
+
+
+def forge_prop_crc_zero(path: str | os.PathLike[str], record_offset: int) -> int:
+    """Turn the record at ``record_offset`` of a CommitLog file written with the 5.x ``__CRC32#``
+    property into one whose CRC really is 0: its FLAG (a free int the producer sets) is chosen so
+    that the CRC of the record's first ``TOTALSIZE - 20`` bytes is 0, and the property becomes
+    ``"0000000000"`` -- the record a writer makes for a message with that flag. Returns the flag."""
+    with open(path, "r+b") as f:
+        f.seek(record_offset)
+        total = _INT.unpack(f.read(4))[0]
+        f.seek(record_offset)
+        rec = bytearray(f.read(total))
+        covered = bytes(rec[: total - CRC32_RESERVED_LEN])
+        rec[16:20] = forge_crc32_window(covered, 16, 0)
+        assert record_crc(rec, 0, total) == 0
+        rec[total - CRC32_RESERVED_LEN :] = crc32_property(0)
+        f.seek(record_offset)
+        f.write(rec)
+    return int(_INT.unpack_from(rec, 16)[0])

@@ -15,6 +15,7 @@ import sys
 import time
 
 from rmqlab.config import MessageStoreConfig
+from rmqlab.files.fs import FixedDiskUsage
 from rmqlab.store.message import Message
 from rmqlab.store.message_store import MessageStore
 
@@ -23,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     store_dir, ack_log, count = (argv or sys.argv[1:])[:3]
     config = MessageStoreConfig.small(store_dir, rocketmq_version="5.3.3", timer_flush_interval_ms=200,
                                       mapped_file_size_timer_log=52 * 20 + 16)
-    store = MessageStore.open(store_dir, config, threaded=True)
+    store = MessageStore.open(store_dir, config, threaded=True, disk_probe=FixedDiskUsage(0.5))  # not the real disk
     print("READY", flush=True)
     with open(ack_log, "a", encoding="utf-8") as acks:
         for i in range(int(count)):

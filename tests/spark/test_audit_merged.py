@@ -155,3 +155,45 @@ def test_audit_of_consume_queue_ext_stores_equals_verify(spark: Any, ext_stores:
     assert lost[0][0] == "warning"
     assert any(f[5].startswith("... and ") for f in lost)
     assert all("no consumequeue_ext run" in f[5] for f in lost if not f[5].startswith("... and "))
+
+
+def test_prop_crc_check_equals_verify_and_fills_the_column(spark: Any, stores: dict[str, Any],
+                                                            tmp_path: Path) -> None:
+    """A store written with the 5.x ``__CRC32#`` property: ``check_crc`` reports a header bit
+    flip (which the body CRC cannot see) as ``commitlog_prop_crc_mismatch`` and a body flip as
+    both mismatches, exactly as verify(check_crc=True) does; the records table's ``prop_crc_ok``
+    is True, False where damaged, and null for a store written without the property."""
+    from rmqlab.clock import ManualClock
+    from rmqlab.config import MessageStoreConfig
+    from rmqlab.spark import jobs
+    from rmqlab.store.message import Message
+    from rmqlab.store.message_store import MessageStore
+
+    root = tmp_path / "prop-crc"
+    config = MessageStoreConfig.small(str(root), rocketmq_version="5.3.3", enabled_append_prop_crc=True)
+    clock = ManualClock()
+    with MessageStore.open(str(root), config, clock=clock, threaded=False) as store:
+        wrote = [store.put_message(Message("TopicP", f"body {i} ".encode() * (1 + i % 9), tags="T",
+                                           keys=[f"k{i}"])).wrote_offset for i in range(60)]
+        clock.advance(1000)
+        store.step()
+    log = sorted((root / "commitlog").iterdir())[0]
+    data = bytearray(log.read_bytes())
+    data[wrote[7] + 44] ^= 0x01  # BORNTIMESTAMP's low byte: the body CRC still matches
+    at = data.find(b"body 30 ", wrote[30])
+    data[at] ^= 0xFF  # a body byte: both CRCs fail
+    log.write_bytes(bytes(data))
+    paths = [str(root), *store_paths(stores, "rmqlab")]
+    findings, _ = jobs.audit(spark, paths, check_crc=True)
+    got = sorted(tuple(r) for r in findings.collect())
+    assert got == sorted(f for p in paths for f in _verify(p, check_crc=True))
+    mine = Counter((f[1], f[4]) for f in got if f[2] == str(root))
+    assert mine[("commitlog_prop_crc_mismatch", wrote[7])] == 1
+    assert mine[("commitlog_crc_mismatch", wrote[7])] == 0
+    assert mine[("commitlog_prop_crc_mismatch", wrote[30])] == mine[("commitlog_crc_mismatch", wrote[30])] == 1
+    df = spark.read.format("rmq_commitlog").load(str(root)).select("offset", "prop_crc_ok").toPandas()
+    bad = {wrote[7], wrote[30]}
+    assert dict(zip(df["offset"], df["prop_crc_ok"], strict=True)) == {w: w not in bad for w in wrote}
+    plain = spark.read.format("rmq_commitlog").load(str(stores["rmqlab"])).select("prop_crc_ok").toPandas()
+    assert len(plain) == 300
+    assert plain["prop_crc_ok"].isna().all()

@@ -21,6 +21,8 @@ import rmqlab.store.message_store as ms_mod
 from rmqlab import Message, MessageStore, MessageStoreConfig
 from rmqlab.codec import flags
 from rmqlab.codec.checkpoint import Checkpoint
+from rmqlab.codec.message import BlankRecord
+from rmqlab.codec.walk import iter_records
 from rmqlab.store.recovery import plan_recovery
 from rmqlab.testing import damage
 
@@ -28,18 +30,20 @@ FILE = 64 * 1024
 BATCH_TOPIC = "BQ"
 
 
-def _config(root: Path, version: str, crc: bool) -> MessageStoreConfig:
+def _config(root: Path, version: str, crc: bool, prop_crc: bool = False) -> MessageStoreConfig:
     return MessageStoreConfig(
         store_path_root_dir=str(root), mapped_file_size_commit_log=FILE, rocketmq_version=version,
         check_crc_on_recover=crc, mapped_file_size_consume_queue=20 * 64,
         mapper_file_size_batch_consume_queue=46 * 16,
+        enabled_append_prop_crc=prop_crc, force_verify_prop_crc=prop_crc,
     )
 
 
-def _write(root: Path, version: str, rng: random.Random, batches: bool = False) -> None:
+def _write(root: Path, version: str, rng: random.Random, batches: bool = False, prop_crc: bool = False) -> None:
     """A random store; with ``batches`` (5.x) a BatchCQ topic takes a batch (one inner-batch
-    record) before about a third of the puts."""
-    config = _config(root, version, True)
+    record) before about a third of the puts; with ``prop_crc`` (5.x) every record ends with
+    its ``__CRC32#`` property."""
+    config = _config(root, version, True, prop_crc)
     with MessageStore.open(str(root), config, threaded=False) as store:
         if batches:
             store.create_topic(BATCH_TOPIC, queue_type="BatchCQ")
@@ -145,13 +149,13 @@ def _recover(root: Path, config: MessageStoreConfig, fast: bool, monkeypatch: py
     return plan, dups, logics, _snapshot(root)
 
 
-def _recover_both(tmp_path: Path, src: Path, version: str, crc: bool, monkeypatch: pytest.MonkeyPatch
-                  ) -> tuple[tuple, tuple]:
+def _recover_both(tmp_path: Path, src: Path, version: str, crc: bool, monkeypatch: pytest.MonkeyPatch,
+                  prop_crc: bool = False) -> tuple[tuple, tuple]:
     results = []
     for fast in (True, False):
         root = tmp_path / f"run-{fast}"
         shutil.copytree(src, root)
-        results.append(_recover(root, _config(root, version, crc), fast, monkeypatch))
+        results.append(_recover(root, _config(root, version, crc, prop_crc), fast, monkeypatch))
     return results[0], results[1]
 
 
@@ -288,3 +292,89 @@ def test_fast_walk_certifies_and_falls_back(tmp_path: Path) -> None:
         assert any("body CRC 0" in n for n in plan.notes)
     finally:
         store.shutdown()
+
+
+def _record_offsets(root: Path) -> list[tuple[Path, int]]:
+    """(file, position in it) of every record of the CommitLog."""
+    out = []
+    for f in sorted((root / "commitlog").iterdir()):
+        for off, rec in iter_records(f.read_bytes()):
+            if isinstance(rec, BlankRecord):
+                break
+            out.append((f, off))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_fast_recovery_matches_slow_with_prop_crc(tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """5.x stores written with ``enabled_append_prop_crc`` and recovered with
+    ``force_verify_prop_crc``: records whose CRC really is 0 (forged FLAG, a note each), a header
+    bit flipped (the body CRC sees nothing), records written later without the property, the
+    usual random damage; the fast walk certifies only what the slow check accepts silently."""
+    rng = random.Random(2000 + seed)
+    src = tmp_path / "src"
+    _write(src, "5.3.3", rng, batches=seed % 2 == 0, prop_crc=True)
+    if seed % 3 == 1:  # then written once more without the option: records lacking the property
+        with MessageStore.open(str(src), _config(src, "5.3.3", True), threaded=False) as store:
+            for i in range(rng.randint(1, 5)):
+                assert store.put_message(Message("TopicA", b"plain %d" % i, tags="TagA")).ok
+            store.step()
+    recs = _record_offsets(src)
+    for f, off in rng.sample(recs, 3):
+        data = f.read_bytes()
+        total = int.from_bytes(data[off : off + 4], "big")
+        if data[off + total - 20 : off + total].startswith(b"__CRC32#\x01"):  # (not one written without it)
+            damage.forge_prop_crc_zero(f, off)
+    what = "crc0"
+    if seed % 4 in (1, 2):
+        f, off = rng.choice(recs)
+        damage.flip_bit(f, off + rng.randrange(20, 48), rng.randrange(8))  # queue offset .. born time
+        what = "header flip"
+    elif seed % 4 == 3:
+        what = _damage(src, rng, batches=seed % 2 == 0)
+    if seed % 3 != 0:
+        (src / "abort").write_bytes(b"")
+    force = seed % 5 != 4
+    fast_r, slow_r = _recover_both(tmp_path, src, "5.3.3", True, monkeypatch, prop_crc=force)
+    _assert_same(fast_r, slow_r, what)
+
+
+def test_fast_walk_certifies_prop_crc_records_and_leaves_crc_zero_to_the_slow_path(tmp_path: Path) -> None:
+    from rmqlab.store.fast_walk import FastChecker
+
+    root = tmp_path / "s"
+    with MessageStore.open(str(root), _config(root, "5.3.3", True, True), threaded=False) as store:
+        for i in range(50):
+            assert store.put_message(Message("TopicA", b"m%d" % i, tags="TagA", keys=[f"k{i}"])).ok
+    f = next((root / "commitlog").iterdir())
+    offs = [off for _f, off in _record_offsets(root)]
+    fc = FastChecker(True, True, keep_positions=True, prop_crc=True)
+    assert fc.advance(f.read_bytes(), 0, 0)[1] == 50
+    damage.forge_prop_crc_zero(f, offs[20])
+    fc = FastChecker(True, True, keep_positions=True, prop_crc=True)
+    pos, n, _nbytes, _last = fc.advance(f.read_bytes(), 0, 0)
+    assert (pos, n) == (offs[20], 20)
+    # without force_verify_prop_crc the property is not looked at: the body CRC certifies them all
+    assert FastChecker(True, True, keep_positions=True).advance(f.read_bytes(), 0, 0)[1] == 50
+
+
+def test_fast_walk_leaves_a_crc_pair_glued_to_the_previous_value_to_the_slow_path() -> None:
+    """A record whose last 20 bytes look like the property but follow a value with no 0x02 in
+    between: the parser reads ``A = "b__CRC32#..."`` and finds no ``__CRC32#``, so 5.x fails
+    it; the fast walk must not certify it."""
+    from rmqlab.codec.message import encode_message
+    from rmqlab.codec.prop_crc import seal_prop_crc
+    from rmqlab.codec.walk import check_message_and_return_size
+    from rmqlab.store.fast_walk import FastChecker
+
+    def record(props: bytes) -> bytearray:
+        rec = bytearray(encode_message(topic="TopicA", body=b"x", store_timestamp=1, properties=props + bytes(20)))
+        seal_prop_crc(rec, 0, len(rec))
+        return rec
+
+    for props, accepted in ((b"A\x01b\x02", True), (b"A\x01b", False)):
+        buf = bytes(record(props)) + bytes(64)
+        _size, ok, _req = check_message_and_return_size(buf, 0, check_crc=True, rocketmq_version="5.3.3",
+                                                        force_verify_prop_crc=True)
+        assert ok is accepted
+        assert FastChecker(True, True, keep_positions=False, prop_crc=True).advance(buf, 0, 0)[1] == int(accepted)

@@ -36,7 +36,7 @@ from typing import Any
 import pytest
 
 from rmqlab import Message, MessageStore, MessageStoreConfig
-from rmqlab.files import mapped_file_queue
+from rmqlab.files import FixedDiskUsage, mapped_file_queue
 from rmqlab.files.mapped_file import MappedFile
 from rmqlab.inspect import open_snapshot, verify
 from rmqlab.store.results import PutMessageResult, PutMessageStatus
@@ -233,7 +233,9 @@ def _interrupt_a_put_loop(root: str, changes: dict, seconds: float) -> dict:
     and fail the test for reasons of their own."""
     changes = dict(changes)
     threaded = bool(changes.pop("threaded", False))
-    store = MessageStore.open(root, MessageStoreConfig.small(root, **changes), threaded=threaded)
+    # a simulated half-full disk (a child process: the suite's conftest patch does not reach it)
+    store = MessageStore.open(root, MessageStoreConfig.small(root, **changes), threaded=threaded,
+                              disk_probe=FixedDiskUsage(0.5))
     rnd = random.Random(5)
     done = threading.Event()
     interrupts, acked = [0], []

@@ -177,6 +177,14 @@ class ExtQueueFiles:
         return found, tags, times
 
 
+def _check_window(start: int | None, limit: int | None) -> None:
+    """A frame's ``start`` (an offset) and ``limit`` (rows) are None or >= 0: a negative one is a
+    user's mistake, which would otherwise give an empty frame that looks like an empty store."""
+    for name, value in (("start", start), ("limit", limit)):
+        if value is not None and value < 0:
+            raise ConfigError(f"{name} must be >= 0 (None: from the first / no limit), not {value}")
+
+
 def _stores_below(path: str, entries: set[str], limit: int = 3) -> list[str]:
     """Store roots one level below ``path`` (at most ``limit``, by name): what a user who points
     at a broker's home, or at a folder of copied stores, most likely meant. Looks at no more
@@ -495,18 +503,22 @@ class StoreSnapshot:
         """One row per message (bodies summarised by length and CRC), in CommitLog order."""
         from rmqlab.inspect import frames
 
+        _check_window(start, limit)
+
         return frames.messages_frame(self, topic, start, limit, queue_id=queue_id, damage=damage)
 
     def consume_queue(self, topic: str, queue_id: int, start: int | None = None,
                       limit: int | None = None) -> pd.DataFrame:
         from rmqlab.inspect import frames
 
+        _check_window(start, limit)
         return frames.consume_queue_frame(self, topic, queue_id, start, limit)
 
     def batch_consume_queue(self, topic: str, queue_id: int, start: int | None = None,
                             limit: int | None = None) -> pd.DataFrame:
         from rmqlab.inspect.frames import batch_consume_queue_frame
 
+        _check_window(start, limit)
         return batch_consume_queue_frame(self, topic, queue_id, start, limit)
 
     def index_files(self) -> pd.DataFrame:
@@ -564,6 +576,7 @@ class StoreSnapshot:
         ``rmq_sys_wheel_timer`` units not yet enqueued), joined to their commit-log records."""
         from rmqlab.inspect import timers
 
+        _check_window(None, limit)
         return timers.timers_frame(self, precision_ms, file_size, limit)
 
     def verify(self, *, check_crc: bool = False, progress: Any = None) -> Iterator[Any]:

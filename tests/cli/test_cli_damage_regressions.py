@@ -354,3 +354,18 @@ def test_names_that_are_not_utf8(reference_store: Callable[[str], Path], tmp_pat
     code, out, err = _cli("verify", str(root))
     assert code == 1, err
     assert "commitlog/junk\\udcfe" in out
+
+
+def test_negative_windows_in_the_api_are_refused(reference_store: Callable[[str], Path]) -> None:
+    """A negative ``start`` or ``limit`` is a ConfigError naming it, not an empty frame that
+    looks like an empty store (the CLI refuses them already)."""
+    with open_snapshot(reference_store("clean-small")) as snap:
+        topic = snap.topics()["topic"].iloc[0]
+        calls = [lambda: snap.messages(limit=-3), lambda: snap.messages(start=-1),
+                 lambda: snap.consume_queue(topic, 0, limit=-1), lambda: snap.consume_queue(topic, 0, start=-20),
+                 lambda: snap.batch_consume_queue(topic, 0, limit=-1), lambda: snap.timers(limit=-1)]
+        for call in calls:
+            with pytest.raises(ConfigError, match=r"(start|limit) must be >= 0"):
+                call()
+        assert len(snap.messages(limit=0)) == 0
+        assert len(snap.messages(limit=3)) == 3

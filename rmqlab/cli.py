@@ -562,15 +562,18 @@ def get(store: Path, hash_slot_num: int | None, index_num: int | None, msg_id: s
     An offset msgId is decoded to its CommitLog offset; when no record with that store host
     starts there, the id is looked up as a UNIQ_KEY (client message id) by walking the log.
     JSON keys: msg_id, uniq_key, topic, queue_id, queue_offset, commit_log_offset, store_size,
-    version, magic, body_crc, crc_ok, flag, sys_flag, transaction_type, born_timestamp,
-    born_host, store_timestamp, store_host, reconsume_times, prepared_transaction_offset, tags,
-    tags_code, keys, properties, body_length, file, and body (unless --body none).
+    version, magic, body_crc, crc_ok, prop_crc_ok (the 5.x __CRC32# property holds the CRC of the
+    rest of the record; null when the record has none), flag, sys_flag, transaction_type,
+    born_timestamp, born_host, store_timestamp, store_host, reconsume_times,
+    prepared_transaction_offset, tags, tags_code, keys, properties, body_length, file, and body
+    (unless --body none).
 
     Example: rmqlab get data/clean-small --offset 0 --body text
     """
     from rmqlab import render
     from rmqlab.codec.message import MessageRecord
     from rmqlab.codec.msg_id import InvalidMessageId, decode_offset_msg_id
+    from rmqlab.codec.prop_crc import tail_prop_crc_ok
 
     mode = _mode(as_json, json_lines)
     if (msg_id is None) == (phy_offset is None):
@@ -601,7 +604,12 @@ def get(store: Path, hash_slot_num: int | None, index_num: int | None, msg_id: s
             if rec is None:
                 raise click.ClickException(f"no message with id {msg_id} (neither an offset msgId nor a UNIQ_KEY here)")
         out = _body(rec, body)
-        mf = snap.file_of(at if at is not None else rec.commit_log_offset)
+        where = at if at is not None else rec.commit_log_offset
+        mf = snap.file_of(where)
+        whole = tail_prop_crc_ok(mf.buffer, where - mf.file_from_offset, rec.store_size) if mf is not None else None
+        fields = list(out.items())
+        fields.insert([k for k, _ in fields].index("crc_ok") + 1, ("prop_crc_ok", whole))
+        out = dict(fields)
         out["file"] = f"commitlog/{mf.name}" if mf is not None else None
         if at is not None and rec.commit_log_offset != at:
             _warn_physical_offset(out["file"], at, rec.commit_log_offset)

@@ -163,6 +163,21 @@ def seal_prop_crc(buf: Any, offset: int, total: int) -> int:
     return crc
 
 
+def tail_prop_crc_ok(buf: Any, offset: int, total: int) -> bool | None:
+    """Whether the record of ``total`` bytes at ``offset`` is whole by its ``__CRC32#`` property:
+    None when its last 20 bytes are no such pair (a record written without
+    ``enabledAppendPropCRC``), else whether the value (Java's reading) is the CRC of the bytes
+    before them. The rule of :func:`prop_crc_mismatches`, for one record."""
+    return not prop_crc_mismatches(buf, [offset], [total]) if _has_tail_pair(buf, offset, total) else None
+
+
+def _has_tail_pair(buf: Any, offset: int, total: int) -> bool:
+    if total < CRC32_RESERVED_LEN:
+        return False
+    tail = bytes(memoryview(buf)[offset + total - CRC32_RESERVED_LEN : offset + total])
+    return tail.startswith(PROP_CRC_PREFIX) and tail[-1] == 2
+
+
 def prop_crc_mismatches(buf: Any, positions: Any, sizes: Any) -> list[tuple[int, str, int]]:
     """For the records at ``positions`` of ``buf`` (``sizes`` bytes each) whose last 20 bytes
     hold a ``__CRC32#`` pair (they start with ``"__CRC32#" 0x01`` and end with ``0x02``), those
@@ -173,12 +188,9 @@ def prop_crc_mismatches(buf: Any, positions: Any, sizes: Any) -> list[tuple[int,
     mv = memoryview(buf)
     for i, (p, t) in enumerate(zip(positions, sizes, strict=True)):
         p, t = int(p), int(t)
-        if t < CRC32_RESERVED_LEN:
+        if not _has_tail_pair(mv, p, t):
             continue
-        tail = bytes(mv[p + t - CRC32_RESERVED_LEN : p + t])
-        if not tail.startswith(PROP_CRC_PREFIX) or tail[-1] != 2:
-            continue
-        value = tail[len(PROP_CRC_PREFIX) : -1].decode("latin-1")
+        value = bytes(mv[p + t - CRC32_RESERVED_LEN + len(PROP_CRC_PREFIX) : p + t - 1]).decode("latin-1")
         real = record_crc(mv, p, t)
         if java_expected_crc(value) != real:
             out.append((i, value, real))

@@ -337,3 +337,35 @@ def test_a_record_whose_crc_is_zero(tmp_path: Path, abnormal: bool) -> None:
     _one_record_store(other, 0)
     assert damage.forge_prop_crc_zero(other / "commitlog" / offset_to_file_name(0), 0) == flag
     assert (other / "commitlog" / offset_to_file_name(0)).read_bytes()[:total] == data[:total]
+
+
+def test_get_shows_whether_the_property_holds_the_records_crc(tmp_path: Path) -> None:
+    """``rmqlab get`` says ``prop_crc_ok``: True for a whole record, False after a header bit
+    flip the body CRC cannot see (``crc_ok`` stays True), null for a record without the property."""
+    import json
+
+    from click.testing import CliRunner
+
+    from rmqlab.cli import main
+
+    root = tmp_path / "s"
+    config = MessageStoreConfig.small(str(root), rocketmq_version="5.3.3", enabled_append_prop_crc=True)
+    with MessageStore.open(str(root), config, threaded=False) as store:
+        wrote = [store.put_message(Message("TopicA", b"hello", tags="T")).wrote_offset for _ in range(3)]
+    log = sorted((root / "commitlog").iterdir())[0]
+    data = bytearray(log.read_bytes())
+    data[wrote[1] + 44] ^= 0x01  # BORNTIMESTAMP's low byte
+    log.write_bytes(bytes(data))
+
+    def get(store: Path, offset: int) -> dict:
+        r = CliRunner().invoke(main, ["get", str(store), "--offset", str(offset), "--json"])
+        assert r.exit_code == 0, r.output
+        return json.loads(r.output)
+
+    got = [get(root, w) for w in wrote]
+    assert [g["crc_ok"] for g in got] == [True, True, True]
+    assert [g["prop_crc_ok"] for g in got] == [True, False, True]
+    plain = tmp_path / "plain"
+    with MessageStore.open(str(plain), MessageStoreConfig.small(str(plain)), threaded=False) as store:
+        at = store.put_message(Message("TopicA", b"hello", tags="T")).wrote_offset
+    assert get(plain, at)["prop_crc_ok"] is None

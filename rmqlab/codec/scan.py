@@ -45,7 +45,7 @@ from rmqlab.codec.flags import (
 from rmqlab.codec.java_hash import java_hash, java_hash_extend_many
 from rmqlab.codec.message import MIN_RECORD_SIZE, BlankRecord, EndOfData, MessageRecord, _decode, _ip_str
 from rmqlab.codec.multi_dispatch import MultiDispatchPairs, multi_dispatch_pairs
-from rmqlab.codec.prop_crc import prop_crc_mismatches
+from rmqlab.codec.prop_crc import PROP_CRC_PREFIX, prop_crc_mismatches
 from rmqlab.codec.properties import decode_properties
 from rmqlab.codec.windows import byte_windows
 from rmqlab.errors import CorruptRecord
@@ -439,20 +439,15 @@ def _prop_crc_column(u8: np.ndarray, offs: np.ndarray, total: np.ndarray) -> np.
     ends = offs + total
     look = total >= CRC32_RESERVED_LEN
     e = np.where(look, ends, CRC32_RESERVED_LEN)  # a safe index where the record is too short
-    for back, byte in _PROP_CRC_MARKS:
-        look &= u8[e - back] == byte
+    look &= u8[e - 1] == 0x02  # the pair's closing separator, then its 9-byte "__CRC32#" 0x01 start
+    for k, byte in enumerate(PROP_CRC_PREFIX):
+        look &= u8[e - CRC32_RESERVED_LEN + k] == byte
     idx = np.flatnonzero(look)
     if idx.size:
         out[idx] = 1
         for i, _value, _real in prop_crc_mismatches(u8, offs[idx].tolist(), total[idx].tolist()):
             out[idx[i]] = 0
     return out
-
-
-#: (bytes back from a record's end, byte) of a written ``__CRC32#`` pair: its first, its '#', its
-#: name/value separator and its closing property separator
-_PROP_CRC_MARKS = ((CRC32_RESERVED_LEN, 0x5F), (CRC32_RESERVED_LEN - 7, 0x23), (CRC32_RESERVED_LEN - 8, 0x01),
-                   (1, 0x02))
 
 
 def _finish_at(out: RecordColumns, buf: Any, pos: int, limit: int, check_crc: bool, file: str | None,

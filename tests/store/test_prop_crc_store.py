@@ -369,3 +369,21 @@ def test_get_shows_whether_the_property_holds_the_records_crc(tmp_path: Path) ->
     with MessageStore.open(str(plain), MessageStoreConfig.small(str(plain)), threaded=False) as store:
         at = store.put_message(Message("TopicA", b"hello", tags="T")).wrote_offset
     assert get(plain, at)["prop_crc_ok"] is None
+
+
+def test_scan_column_counts_only_whole_pairs(tmp_path: Path) -> None:
+    """``scan_records``' ``prop_crc``: 1 for a sealed record, 0 for a wrong value, -1 where the
+    tail is no whole ``__CRC32#`` pair (one byte of its name changed), as verify's rule."""
+    from rmqlab.codec.scan import scan_records
+
+    root = tmp_path / "s"
+    config = MessageStoreConfig.small(str(root), rocketmq_version="5.3.3", enabled_append_prop_crc=True)
+    with MessageStore.open(str(root), config, threaded=False) as store:
+        for i in range(4):
+            store.put_message(Message("TopicA", b"x" * i, tags="T"))
+    data = bytearray(sorted((root / "commitlog").iterdir())[0].read_bytes())
+    c = scan_records(data, 0, with_crc=True)
+    ends = [int(o) + int(t) for o, t in zip(c.offset, c.store_size, strict=True)]
+    data[ends[1] - 18] = ord("X")  # "__CRC32#" -> "__XRC32#": no pair any more
+    data[ends[2] - 5] ^= 0x01  # one digit of the value: a pair holding the wrong CRC
+    assert scan_records(data, 0, with_crc=True).prop_crc.tolist() == [1, -1, 0, 1]

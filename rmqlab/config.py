@@ -86,6 +86,9 @@ class MessageStoreConfig:
     flush_consume_queue_least_pages: int = 2
     flush_consume_queue_thorough_interval: int = 1000 * 60
     sync_flush_timeout: int = 1000 * 5
+    # 5.x only: whether an async put wakes the flush service (no pool) or the commit service
+    # (pool); 4.9.8 always wakes them (and refuses wake_commit_when_put_message=False). A wake
+    # makes the flush run early only with flush_commit_log_timed=False (interruptible wait).
     wake_flush_when_put_message: bool = False
     wake_commit_when_put_message: bool = True
     transient_store_pool_enable: bool = False
@@ -178,6 +181,9 @@ class MessageStoreConfig:
             if getattr(self, name) and self.is_v4:
                 raise ConfigError(f"{name}=True needs rocketmq_version='5.3.3': RocketMQ 4.9.8 has no such option "
                                   f"({what} is 5.x only)")
+        if self.is_v4 and not self.wake_commit_when_put_message:
+            raise ConfigError("wake_commit_when_put_message=False needs rocketmq_version='5.3.3': RocketMQ 4.9.8 "
+                              "has no such option and always wakes the commit service after a put")
         for name, what in _NOT_IMPLEMENTED.items():
             if getattr(self, name):
                 raise ConfigError(f"{name}=True is not implemented by rmqlab ({what}); RocketMQ's default "

@@ -59,6 +59,13 @@ class FlushRealTimeService:
     def interval_ms(self) -> float:
         return self.config.flush_interval_commit_log
 
+    def sleeps(self) -> bool:
+        """``flushCommitLogTimed`` (default): the broker's thread ``Thread.sleep``s between
+        rounds, so the wakeups of puts (4.9.8 always, 5.x with ``wakeFlushWhenPutMessage``) and
+        of the commit service are lost and data waits for the next round; with False it waits
+        interruptibly and flushes as soon as it is woken."""
+        return self.config.flush_commit_log_timed
+
     def run_once(self) -> bool:
         """One round; returns True if the flushed position moved."""
         least = self.config.flush_commit_log_least_pages

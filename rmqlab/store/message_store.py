@@ -352,6 +352,15 @@ class MessageStore:
         self.commit_service: CommitRealTimeService | None = None
         if self.transient_store_pool is not None:
             self.commit_service = CommitRealTimeService(mfq, c, self.clock, on_committed=self._on_committed)
+        # What an async put wakes (handleDiskFlush): 4.9.8 always wakes the flush service (the
+        # commit service with the pool); 5.x only with wake_flush / wake_commit_when_put_message.
+        # Waking a flush that sleeps (flush_commit_log_timed, the default) does nothing, so the
+        # hot path skips it then.
+        self._wake_flush_on_put = (self.flush_commit_log is not None and self.commit_service is None
+                                   and not c.flush_commit_log_timed
+                                   and (c.is_v4 or c.wake_flush_when_put_message))
+        self._wake_commit_on_put = self.commit_service is not None and (c.is_v4 or c.wake_commit_when_put_message)
+        self._after_put_needed = self.group_commit is not None or self._wake_commit_on_put or self._wake_flush_on_put
         self.flush_consume_queue = FlushConsumeQueueService(self.consume_queue_store, self.checkpoint, c, self.clock)
         self.stats = StoreStatsService(self.clock)
         self.clean_commit_log = CleanCommitLogService(self, disk_probe=self.disk_probe)
@@ -863,7 +872,7 @@ class MessageStore:
         if result.status is _PUT_OK:
             if self._asleep:
                 self._wake_naps()
-            if self.group_commit is not None or self.commit_service is not None or faults._armed:
+            if self._after_put_needed or faults._armed:
                 result = self._after_put(result)  # else it would do nothing (the async flush's hot path)
                 if result.status is not _PUT_OK:
                     self.stats.record_put(False, 0, 1, started)
@@ -993,8 +1002,9 @@ class MessageStore:
                 self.runner.wakeup(name)
 
     def _on_committed(self) -> None:
-        """The commit service moved data into the file (transient store pool): the flush runs
-        now, and a napping reput, which sees committed data only, wakes for it."""
+        """The commit service moved data into the file (transient store pool): it wakes the
+        flush service (which runs now unless it sleeps: ``flush_commit_log_timed``), and a
+        napping reput, which sees committed data only, wakes for it."""
         self.runner.wakeup("flush_commit_log")
         if self._asleep:
             self._wake_naps()
@@ -1067,8 +1077,10 @@ class MessageStore:
                 self._wake_naps()
             if self.group_commit is not None:
                 self.runner.wakeup("group_commit")
-            elif self.commit_service is not None and self.config.wake_commit_when_put_message:
+            elif self._wake_commit_on_put:
                 self.runner.wakeup("commit_commit_log")
+            elif self._wake_flush_on_put:
+                self.runner.wakeup("flush_commit_log")
             self.stats.record_put(True, result.wrote_bytes, 1, started)
         else:
             self.stats.record_put(False, 0, 1, started)
@@ -1090,8 +1102,10 @@ class MessageStore:
                 status = req.status
             if status is not PutMessageStatus.PUT_OK:
                 return PutMessageResult(status, result.append_result, reason="flush did not finish in time")
-        elif self.commit_service is not None and self.config.wake_commit_when_put_message:
+        elif self._wake_commit_on_put:
             self.runner.wakeup("commit_commit_log")
+        elif self._wake_flush_on_put:
+            self.runner.wakeup("flush_commit_log")
         return result
 
     # ------------------------------------------------------------------ offsets

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
@@ -30,7 +31,9 @@ class Service(Protocol):
         """How long the threaded runner waits between rounds (may change between rounds).
 
         A service may also define ``initial_delay_ms()``: the threaded runner waits that long
-        before the first round (``step()`` ignores it).
+        before the first round (``step()`` ignores it); and ``sleeps()``: True while its wait is
+        RocketMQ's ``Thread.sleep`` rather than ``waitForRunning``, which a wakeup does not cut
+        short (only a shutdown does).
         """
         ...
 
@@ -132,7 +135,17 @@ class _Loop(threading.Thread):
                     last_error = error
             else:
                 last_error = ""
-            self.woken.wait(self.service.interval_ms() / 1000.0)
+            self._wait(self.service.interval_ms() / 1000.0)
+
+    def _wait(self, timeout_s: float) -> None:
+        sleeps = getattr(self.service, "sleeps", None)
+        if sleeps is None or not sleeps():
+            self.woken.wait(timeout_s)
+            return
+        # Thread.sleep: a wakeup in the meantime is spent here without ending the wait
+        deadline = time.monotonic() + timeout_s
+        while not self.stopped.is_set() and (left := deadline - time.monotonic()) > 0:
+            self.woken.wait(left)
 
 
 class ThreadedRunner:

@@ -9,6 +9,7 @@ of ~2.5. Notebook 10 (Spark) is tested with the Spark suite.
 
 from __future__ import annotations
 
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -108,6 +109,17 @@ def test_notebook_06_shows_a_torn_unit_cut_and_the_late_order_found(executed: di
     line = next(ln for ln in text.splitlines() if ln.startswith("late order written at"))
     written, found = line.removeprefix("late order written at ").split(" | found by key at ")
     assert found == f"[{written}]"
+
+
+def test_notebook_05_shows_a_woken_flush_and_a_sleeping_one(executed: dict[str, dict[str, Any]]) -> None:
+    text = _stream_text(executed["05_flush_and_commit.ipynb"]["nb"])
+    lines = {ln.split(":")[0]: ln for ln in text.splitlines() if " would be lost to a power cut" in ln}
+    wrote, flushed = (int(w) for w in re.findall(r"wrote (\d+) bytes, flushed (\d+)", lines["timed (default)"])[0])
+    assert wrote > 16 * 1024
+    assert flushed == 0
+    wrote, flushed = (int(w) for w in re.findall(r"wrote (\d+) bytes, flushed (\d+)", lines["untimed"])[0])
+    assert flushed > 0
+    assert wrote - flushed < 4 * 4096
 
 
 def test_notebook_03_shows_one_record_in_three_queues(executed: dict[str, dict[str, Any]]) -> None:

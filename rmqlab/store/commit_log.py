@@ -429,6 +429,10 @@ class CommitLog:
         )
         self.topic_queue_table: dict[str, int] = {}
         self.put_lock = threading.Lock()  # on contention, wait_until_free first (put_lock.py)
+        # beginTimeInLock: the clock when the put holding the lock took it (its store
+        # timestamp), 0 while the lock is free; the store refuses puts with OS_PAGECACHE_BUSY
+        # while one holds it too long (MessageStore.is_os_page_cache_busy)
+        self.begin_time_in_lock = 0
         self.store_host = parse_host(config.store_host)
         self._msg_id_prefix = create_offset_msg_id(*self.store_host, 0)[:-16]
         # (offset >> 16, msgId of it without the last 4 hex digits): consecutive single puts share
@@ -510,6 +514,11 @@ class CommitLog:
         if first.is_available():
             return first.file_from_offset
         return self.roll_next_file(first.file_from_offset)
+
+    def lock_time_mills(self) -> int:
+        """``lockTimeMills``: how long the put holding the lock has held it (0 when free)."""
+        begin = self.begin_time_in_lock
+        return max(self.clock.now_ms() - begin, 0) if begin > 0 else 0
 
     def get_max_offset(self) -> int:
         return self.mapped_file_queue.get_max_offset()
@@ -1219,43 +1228,46 @@ class CommitLog:
         if lock.locked():
             wait_until_free(lock)
         with lock:
-            mf = self._fast_file(total)
-            if mf is None:
-                return None
-            pos = mf.wrote_position
-            if pos + total > mf.writable_to:
-                mf.reserve(pos + total)  # DiskFull rather than SIGBUS, before any byte is written
-            queue_id = dispatch[1]
-            qkey = shape.queue_keys.get(queue_id) or shape.queue_key(queue_id)
-            table = self.topic_queue_table
-            gets_q = shape.gets_queue_offset
-            q = table.get(qkey, 0) if gets_q else 0
-            now = self.clock.now_ms()
-            phys = mf.file_from_offset + pos
-            target = mf.write_target
+            now = self.begin_time_in_lock = self.clock.now_ms()  # RocketMQ's beginTimeInLock
             try:
-                head.pack_into(
-                    target, pos, total, shape.magic, crc, queue_id, msg.flag, q, phys, shape.sys_flag, born,
-                    shape.born_ip, shape.born_port, now, self._store_ip, self.store_host[1], msg.reconsume_times,
-                    dispatch[6], len(body),
-                )  # fmt: skip
-            except (struct.error, OverflowError):  # a field out of range: leave no half head past the end
-                target[pos : pos + head.size] = bytes(head.size)
-                raise
-            p = pos + head.size
-            end = p + len(body)
-            target[p:end] = body
-            target[end : pos + total] = tail
-            hints = self.dispatch_hints
-            if len(hints) >= _MAX_DISPATCH_HINTS:
-                hints.clear()
-            hints[phys] = (total, q, now, shape.ts_pos, dispatch)
-            if gets_q:
-                table[qkey] = q + 1
-            mf.wrote_position = pos + total
-            mf.store_timestamp = now
-            if self.bus.active:
-                self.bus.publish(Appended("commitlog", mf.name, phys, total, pos + total))
+                mf = self._fast_file(total)
+                if mf is None:
+                    return None
+                pos = mf.wrote_position
+                if pos + total > mf.writable_to:
+                    mf.reserve(pos + total)  # DiskFull rather than SIGBUS, before any byte is written
+                queue_id = dispatch[1]
+                qkey = shape.queue_keys.get(queue_id) or shape.queue_key(queue_id)
+                table = self.topic_queue_table
+                gets_q = shape.gets_queue_offset
+                q = table.get(qkey, 0) if gets_q else 0
+                phys = mf.file_from_offset + pos
+                target = mf.write_target
+                try:
+                    head.pack_into(
+                        target, pos, total, shape.magic, crc, queue_id, msg.flag, q, phys, shape.sys_flag, born,
+                        shape.born_ip, shape.born_port, now, self._store_ip, self.store_host[1], msg.reconsume_times,
+                        dispatch[6], len(body),
+                    )  # fmt: skip
+                except (struct.error, OverflowError):  # a field out of range: leave no half head past the end
+                    target[pos : pos + head.size] = bytes(head.size)
+                    raise
+                p = pos + head.size
+                end = p + len(body)
+                target[p:end] = body
+                target[end : pos + total] = tail
+                hints = self.dispatch_hints
+                if len(hints) >= _MAX_DISPATCH_HINTS:
+                    hints.clear()
+                hints[phys] = (total, q, now, shape.ts_pos, dispatch)
+                if gets_q:
+                    table[qkey] = q + 1
+                mf.wrote_position = pos + total
+                mf.store_timestamp = now
+                if self.bus.active:
+                    self.bus.publish(Appended("commitlog", mf.name, phys, total, pos + total))
+            finally:
+                self.begin_time_in_lock = 0
         upper = self._msg_id_upper  # one tuple read: another putter may replace it meanwhile
         if upper[0] != phys >> 16:
             upper = self._msg_id_upper = (phys >> 16, f"{self._msg_id_prefix}{phys >> 16:012X}")
@@ -1632,52 +1644,56 @@ class CommitLog:
         if lock.locked():
             wait_until_free(lock)
         with lock:
-            mf = self._fast_file(total_all)
-            if mf is None:
-                return None
-            pos = mf.wrote_position
-            table = self.topic_queue_table
-            q0 = table.get(qkey, 0)  # no transactions: every record gets an offset
-            now = self.clock.now_ms()
-            wrote = mf.file_from_offset + pos
-            offsets = list(accumulate(totals, initial=wrote))  # n + 1: the last is the end
-            qs = range(q0, q0 + n)
-            if borns.__class__ is not list:
-                key = (sf, borns, born_ip, born_port, now, reconsume)
-                last = self._last_middle
-                if last[0] == key:
-                    whole, middle = last[1]
+            now = self.begin_time_in_lock = self.clock.now_ms()  # RocketMQ's beginTimeInLock
+            try:
+                mf = self._fast_file(total_all)
+                if mf is None:
+                    return None
+                pos = mf.wrote_position
+                table = self.topic_queue_table
+                q0 = table.get(qkey, 0)  # no transactions: every record gets an offset
+                wrote = mf.file_from_offset + pos
+                offsets = list(accumulate(totals, initial=wrote))  # n + 1: the last is the end
+                qs = range(q0, q0 + n)
+                if borns.__class__ is not list:
+                    key = (sf, borns, born_ip, born_port, now, reconsume)
+                    last = self._last_middle
+                    if last[0] == key:
+                        whole, middle = last[1]
+                    else:
+                        middle = _head_middle(len(born_ip), len(store_ip)).pack(  # type: ignore[arg-type]
+                            sf, borns, born_ip, born_port, now, store_ip, store_port, reconsume, 0)  # fmt: skip
+                        whole = _head_whole(len(middle))
+                        self._last_middle = (key, (whole, middle))
+                    heads = map(whole.pack, totals, repeat(magic), crcs, repeat(queue_id), flag_col, qs, offsets,
+                                repeat(middle), blens)  # fmt: skip
                 else:
-                    middle = _head_middle(len(born_ip), len(store_ip)).pack(  # type: ignore[arg-type]
-                        sf, borns, born_ip, born_port, now, store_ip, store_port, reconsume, 0)  # fmt: skip
-                    whole = _head_whole(len(middle))
-                    self._last_middle = (key, (whole, middle))
-                heads = map(whole.pack, totals, repeat(magic), crcs, repeat(queue_id), flag_col, qs, offsets,
-                            repeat(middle), blens)  # fmt: skip
-            else:
-                heads = map(head.pack, totals, repeat(magic), crcs, repeat(queue_id), flag_col, qs, offsets,
-                            repeat(sf), borns, repeat(born_ip), repeat(born_port), repeat(now), repeat(store_ip),
-                            repeat(store_port), repeat(reconsume), repeat(0), blens)  # fmt: skip
-            # the pieces interleaved by slice assignment (C loops; ~35 ns/record less than
-            # chain.from_iterable(zip(...))); with a suffix its slots are filled from the start
-            k = 5 if suffix else 4
-            parts = [suffix] * (k * n)
-            parts[0::k] = heads
-            parts[1::k] = bodies
-            parts[2::k] = tails
-            parts[3::k] = props
-            mf.reserve(pos + total_all)
-            mf.write_target[pos : pos + total_all] = b"".join(parts)
-            runs = self.dispatch_runs
-            if len(runs) >= _MAX_DISPATCH_RUNS:
-                runs.clear()
-            runs[wrote] = HintRun(offsets, totals, q0, now, 68 if sf & flags.BORNHOST_V6_FLAG else 56, topic, queue_id,
-                                  sf, tags, keys, uniqs, props, suffix)  # fmt: skip
-            table[qkey] = q0 + n
-            mf.wrote_position = pos + total_all
-            mf.store_timestamp = now
-            if self.bus.active:
-                self.bus.publish(Appended("commitlog", mf.name, wrote, total_all, pos + total_all))
+                    heads = map(head.pack, totals, repeat(magic), crcs, repeat(queue_id), flag_col, qs, offsets,
+                                repeat(sf), borns, repeat(born_ip), repeat(born_port), repeat(now), repeat(store_ip),
+                                repeat(store_port), repeat(reconsume), repeat(0), blens)  # fmt: skip
+                # the pieces interleaved by slice assignment (C loops; ~35 ns/record less than
+                # chain.from_iterable(zip(...))); with a suffix its slots are filled from the start
+                k = 5 if suffix else 4
+                parts = [suffix] * (k * n)
+                parts[0::k] = heads
+                parts[1::k] = bodies
+                parts[2::k] = tails
+                parts[3::k] = props
+                mf.reserve(pos + total_all)
+                mf.write_target[pos : pos + total_all] = b"".join(parts)
+                runs = self.dispatch_runs
+                if len(runs) >= _MAX_DISPATCH_RUNS:
+                    runs.clear()
+                ts_pos = 68 if sf & flags.BORNHOST_V6_FLAG else 56
+                runs[wrote] = HintRun(offsets, totals, q0, now, ts_pos, topic, queue_id,
+                                      sf, tags, keys, uniqs, props, suffix)  # fmt: skip
+                table[qkey] = q0 + n
+                mf.wrote_position = pos + total_all
+                mf.store_timestamp = now
+                if self.bus.active:
+                    self.bus.publish(Appended("commitlog", mf.name, wrote, total_all, pos + total_all))
+            finally:
+                self.begin_time_in_lock = 0
         prefix = self._msg_id_prefix
         ids = _OFFSETS_PACK[n].pack(*offsets[:n]).hex(",", 8).upper().replace(",", "," + prefix)
         result = put_ok(wrote, total_all, prefix + ids, now, q0, n)
@@ -2128,38 +2144,41 @@ class CommitLog:
         if lock.locked():
             wait_until_free(lock)
         with lock:
-            mf = self._fast_file(total_all)
-            if mf is None:
-                return None
-            pos = mf.wrote_position
-            qkey = f"{rows.topic}-{queue_id}"
-            table = self.topic_queue_table
-            q = first_q = table.get(qkey, 0)  # no transactions: every record gets an offset
-            now = self.clock.now_ms()
-            phys = wrote = mf.file_from_offset + pos
-            hints = self.dispatch_hints
-            if len(hints) >= _MAX_DISPATCH_HINTS:
-                hints.clear()
-            mine: dict[int, DispatchHint] = {}
-            for head, total, crc, flag, sf, born, born_ip, born_port, reconsume, body, tail, dispatch, _s in recs:
-                piece(head.pack(total, magic, crc, queue_id, flag, q, phys, sf, born, born_ip, born_port, now,
-                                store_ip, store_port, reconsume, 0, len(body)))  # fmt: skip
-                piece(body)
-                piece(tail)
-                if dispatch is not None:
-                    mine[phys] = (total, q, now, 68 if sf & flags.BORNHOST_V6_FLAG else 56, dispatch)
-                offsets.append(phys)
-                phys += total
-                q += 1
-            mf.reserve(pos + total_all)
-            mf.write_target[pos : pos + total_all] = b"".join(pieces)
-            # the commit (see _append): no call before the last line
-            table[qkey] = q
-            mf.wrote_position = pos + total_all
-            hints.update(mine)
-            mf.store_timestamp = now
-            if self.bus.active:
-                self.bus.publish(Appended("commitlog", mf.name, wrote, total_all, pos + total_all))
+            now = self.begin_time_in_lock = self.clock.now_ms()  # RocketMQ's beginTimeInLock
+            try:
+                mf = self._fast_file(total_all)
+                if mf is None:
+                    return None
+                pos = mf.wrote_position
+                qkey = f"{rows.topic}-{queue_id}"
+                table = self.topic_queue_table
+                q = first_q = table.get(qkey, 0)  # no transactions: every record gets an offset
+                phys = wrote = mf.file_from_offset + pos
+                hints = self.dispatch_hints
+                if len(hints) >= _MAX_DISPATCH_HINTS:
+                    hints.clear()
+                mine: dict[int, DispatchHint] = {}
+                for head, total, crc, flag, sf, born, born_ip, born_port, reconsume, body, tail, dispatch, _s in recs:
+                    piece(head.pack(total, magic, crc, queue_id, flag, q, phys, sf, born, born_ip, born_port, now,
+                                    store_ip, store_port, reconsume, 0, len(body)))  # fmt: skip
+                    piece(body)
+                    piece(tail)
+                    if dispatch is not None:
+                        mine[phys] = (total, q, now, 68 if sf & flags.BORNHOST_V6_FLAG else 56, dispatch)
+                    offsets.append(phys)
+                    phys += total
+                    q += 1
+                mf.reserve(pos + total_all)
+                mf.write_target[pos : pos + total_all] = b"".join(pieces)
+                # the commit (see _append): no call before the last line
+                table[qkey] = q
+                mf.wrote_position = pos + total_all
+                hints.update(mine)
+                mf.store_timestamp = now
+                if self.bus.active:
+                    self.bus.publish(Appended("commitlog", mf.name, wrote, total_all, pos + total_all))
+            finally:
+                self.begin_time_in_lock = 0
         prefix = self._msg_id_prefix
         result = put_ok(wrote, total_all, ",".join([f"{prefix}{o:016X}" for o in offsets]), now, first_q, len(recs))
         if self.on_put is not None:
@@ -2182,47 +2201,50 @@ class CommitLog:
         if lock.locked():
             wait_until_free(lock)
         with lock:
-            if not self.writeable:
-                return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason=self.not_writeable_reason)
-            moves: dict[str, int] = {}
-            if prepare is not None:
-                got = prepare()
-                if isinstance(got, PutMessageResult):
-                    return got
-                encoded, moves = got
-            if self._prop_crc:
-                refused = self._reserve_prop_crc(encoded)
-                if refused is not None:
-                    return refused
-            total = sum(len(e.data) for e in encoded) if len(encoded) > 1 else len(encoded[0].data)
-            now = self.clock.now_ms()
-            table = self.topic_queue_table
-            nexts: dict[str, int] = {}  # the table's new values, taken at the commit
-            first_queue_offset = -1
-            for enc in encoded:
-                q = 0
-                if enc.gets_queue_offset:
-                    key = enc.queue_key
-                    q = nexts[key] if key in nexts else table.get(key, 0)
-                    nexts[key] = q + 1
-                if first_queue_offset < 0:
-                    first_queue_offset = q
-                enc.queue_offset = q
-                _LONG.pack_into(enc.data, QUEUE_OFFSET_POSITION, q)
-                _LONG.pack_into(enc.data, enc.ts_pos, now)
-            nexts.update(moves)
-            mf = self._writable_file()
-            if mf is None:
-                return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, reason=_NO_FILE)
-            wrote_offset = self._append(mf, encoded, total, now, nexts)
-            if wrote_offset < 0:  # END_OF_FILE: blank written, roll and append again (sealed again)
+            now = self.begin_time_in_lock = self.clock.now_ms()  # RocketMQ's beginTimeInLock
+            try:
+                if not self.writeable:
+                    return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason=self.not_writeable_reason)
+                moves: dict[str, int] = {}
+                if prepare is not None:
+                    got = prepare()
+                    if isinstance(got, PutMessageResult):
+                        return got
+                    encoded, moves = got
+                if self._prop_crc:
+                    refused = self._reserve_prop_crc(encoded)
+                    if refused is not None:
+                        return refused
+                total = sum(len(e.data) for e in encoded) if len(encoded) > 1 else len(encoded[0].data)
+                table = self.topic_queue_table
+                nexts: dict[str, int] = {}  # the table's new values, taken at the commit
+                first_queue_offset = -1
+                for enc in encoded:
+                    q = 0
+                    if enc.gets_queue_offset:
+                        key = enc.queue_key
+                        q = nexts[key] if key in nexts else table.get(key, 0)
+                        nexts[key] = q + 1
+                    if first_queue_offset < 0:
+                        first_queue_offset = q
+                    enc.queue_offset = q
+                    _LONG.pack_into(enc.data, QUEUE_OFFSET_POSITION, q)
+                    _LONG.pack_into(enc.data, enc.ts_pos, now)
+                nexts.update(moves)
                 mf = self._writable_file()
                 if mf is None:
                     return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, reason=_NO_FILE)
                 wrote_offset = self._append(mf, encoded, total, now, nexts)
-                if wrote_offset < 0:
-                    return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason=_TOO_BIG)
-            mf.store_timestamp = now
+                if wrote_offset < 0:  # END_OF_FILE: blank written, roll and append again (sealed again)
+                    mf = self._writable_file()
+                    if mf is None:
+                        return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, reason=_NO_FILE)
+                    wrote_offset = self._append(mf, encoded, total, now, nexts)
+                    if wrote_offset < 0:
+                        return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason=_TOO_BIG)
+                mf.store_timestamp = now
+            finally:
+                self.begin_time_in_lock = 0
         if len(encoded) == 1:
             msg_id = f"{self._msg_id_prefix}{wrote_offset:016X}"
         else:

@@ -858,6 +858,8 @@ class MessageStore:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason="store is not running")
         if self.memory_store is not None and self._is_memory_topic(msg.topic):
             return self.memory_store.put_message(msg)
+        if self.commit_log.begin_time_in_lock and self.is_os_page_cache_busy():
+            return self._page_cache_busy(1, started)
         if self._lmq_limit and msg.properties and self._lmq_exceeded(msg):
             return PutMessageResult(PutMessageStatus.LMQ_CONSUME_QUEUE_NUM_EXCEEDED, reason=(
                 f"{self.consume_queue_store.lmq_queue_count} LMQ consume queues exceed max_lmq_consume_queue_num "
@@ -899,6 +901,8 @@ class MessageStore:
                 return self.memory_store.put_messages(
                     self.commit_log.batch_messages(msgs) if is_batch else msgs  # type: ignore[arg-type]
                 )
+        if self.commit_log.begin_time_in_lock and self.is_os_page_cache_busy():
+            return self._page_cache_busy(len(msgs), started)
         batch = self._inner_batch(msgs) if self.consume_queue_store.batch_store_path is not None else None
         if isinstance(batch, PutMessageResult):
             return batch
@@ -982,6 +986,32 @@ class MessageStore:
             result = self._after_put(result)
         self.stats.record_put(result.ok, result.wrote_bytes, 1, started)
         return result
+
+    def is_os_page_cache_busy(self) -> bool:
+        """``isOSPageCacheBusy``: a put has held the CommitLog's put lock for more than
+        ``os_page_cache_busy_timeout_mills`` (1 s; less than 10,000 s, RocketMQ's bound) -- a
+        disk stall, a slow new file, a long pause. Puts are then refused with OS_PAGECACHE_BUSY
+        (the broker's "[PC_SYNCHRONIZED]broker busy") rather than queue behind it; a store that
+        is not writeable says SERVICE_NOT_AVAILABLE first, as RocketMQ's checkStoreStatus does."""
+        cl = self.commit_log
+        begin = cl.begin_time_in_lock
+        if not begin or not cl.writeable:
+            return False
+        held = self.clock.now_ms() - begin
+        return self.config.os_page_cache_busy_timeout_mills < held < 10_000_000
+
+    def lock_time_mills(self) -> int:
+        """``lockTimeMills``: how long the put now holding the CommitLog's lock has held it
+        (0 when no put holds it)."""
+        return self.commit_log.lock_time_mills()
+
+    def _page_cache_busy(self, n: int, started: int) -> PutMessageResult:
+        held = self.commit_log.lock_time_mills()
+        self.stats.record_put(False, 0, n, started)
+        return PutMessageResult(PutMessageStatus.OS_PAGECACHE_BUSY, reason=(
+            f"a put has held the CommitLog lock for {held} ms (more than os_page_cache_busy_timeout_mills "
+            f"{self.config.os_page_cache_busy_timeout_mills}): the broker answers \"[PC_SYNCHRONIZED]broker busy, "
+            "start flow control for a while\""))
 
     def _lmq_exceeded(self, msg: Message | MessageBatch) -> bool:
         """4.9.8's ``checkLmqMessage``: a message naming multi-dispatch queues, once the store

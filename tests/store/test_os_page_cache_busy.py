@@ -1,0 +1,119 @@
+"""OS_PAGECACHE_BUSY: puts refused while another put holds the CommitLog lock too long.
+
+RocketMQ's ``checkStoreStatus`` refuses a put with OS_PAGECACHE_BUSY (the broker's
+"[PC_SYNCHRONIZED]broker busy") when the put now holding the lock took it more than
+``osPageCacheBusyTimeOutMills`` (1 s) ago: ``beginTimeInLock`` is set with the store timestamp
+right after the lock is taken and reset to 0 when it is released. The classic cause is a put
+waiting, lock held, for the next CommitLog file; here the file allocator is held up for real
+while the store's (manual) clock moves on.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rmqlab.clock import ManualClock
+from rmqlab.config import MessageStoreConfig
+from rmqlab.store.message import Message
+from rmqlab.store.message_store import MessageStore
+from rmqlab.store.results import PutMessageStatus
+
+_BODY = b"b" * 1024
+
+
+def _until(cond: Any, timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.002)
+    return False
+
+
+@pytest.mark.parametrize("version", ["4.9.8", "5.3.3"])
+def test_put_waiting_for_a_new_file_makes_the_store_busy(tmp_path: Path, version: str) -> None:
+    clock = ManualClock(1_700_000_000_000)
+    config = MessageStoreConfig.small(str(tmp_path / "s"), rocketmq_version=version)
+    store = MessageStore.open(str(tmp_path / "s"), config, clock=clock, threaded=True)
+    alloc = store.allocate_service
+    create = alloc._create
+    gate, entered = threading.Event(), threading.Event()
+
+    def slow_create(req: Any) -> None:  # a disk that takes its time to make the next file
+        entered.set()
+        assert gate.wait(30)
+        create(req)
+
+    alloc._create = slow_create  # type: ignore[method-assign]
+    done: list[PutMessageStatus] = []
+
+    def producer() -> None:  # three files' worth: its put at the roll to the third one waits
+        for i in range(3 * 64):
+            done.append(store.put_message(Message("Busy", _BODY, keys=[f"k{i}"])).status)
+
+    a = threading.Thread(target=producer, daemon=True)
+    try:
+        a.start()
+        assert entered.wait(20), "the allocator never started a file"
+
+        def stuck() -> bool:
+            n = len(done)
+            time.sleep(0.1)
+            return n == len(done) and store.commit_log.put_lock.locked()
+
+        assert _until(stuck), "the producer should wait for its file, put lock held"
+        assert store.commit_log.begin_time_in_lock == clock.now_ms()
+        assert all(s is PutMessageStatus.PUT_OK for s in done)
+        assert not store.is_os_page_cache_busy()
+        clock.advance(1000)
+        assert store.lock_time_mills() == 1000
+        assert not store.is_os_page_cache_busy()  # more than the timeout, not as much
+        clock.advance(1)
+        assert store.is_os_page_cache_busy()
+        refused = store.put_message(Message("Other", b"x"))  # returns at once: no wait for the lock
+        assert refused.status is PutMessageStatus.OS_PAGECACHE_BUSY
+        assert "1001 ms" in refused.reason
+        assert "[PC_SYNCHRONIZED]broker busy" in refused.reason
+        batch = store.put_messages([Message("Other", b"y"), Message("Other", b"z")])
+        assert batch.status is PutMessageStatus.OS_PAGECACHE_BUSY
+        assert store.get_max_offset_in_queue("Other", 0) == 0
+    finally:
+        gate.set()
+        a.join(30)
+    try:
+        assert not a.is_alive()
+        assert done == [PutMessageStatus.PUT_OK] * (3 * 64)  # the waiting put went in once its file came
+        assert store.commit_log.begin_time_in_lock == 0
+        assert store.lock_time_mills() == 0
+        assert not store.is_os_page_cache_busy()
+        assert store.put_message(Message("Other", b"x")).ok
+    finally:
+        store.shutdown()
+
+
+def test_lock_is_free_again_after_every_kind_of_put(tmp_path: Path) -> None:
+    clock = ManualClock(1_700_000_000_000)
+    config = MessageStoreConfig.small(str(tmp_path / "s"))
+    with MessageStore.open(str(tmp_path / "s"), config, clock=clock, threaded=False) as store:
+        cl = store.commit_log
+        assert store.put_message(Message("T", b"fast path", keys=["k"])).ok
+        assert cl.begin_time_in_lock == 0
+        assert store.put_message(Message("T", b"exact path", properties={"user": "p"})).ok
+        assert cl.begin_time_in_lock == 0
+        assert store.put_messages([Message("T", b"a"), Message("T", b"b")]).ok
+        assert cl.begin_time_in_lock == 0
+        too_big = store.put_message(Message("T", b"x" * (config.max_message_size + 1)))
+        assert too_big.status is PutMessageStatus.MESSAGE_ILLEGAL
+        cl.writeable, cl.not_writeable_reason = False, "test: read-only"
+        assert store.put_message(Message("T", b"refused in the lock")).status is \
+            PutMessageStatus.SERVICE_NOT_AVAILABLE
+        assert cl.begin_time_in_lock == 0
+        cl.writeable = True
+        clock.advance(60_000)
+        assert store.lock_time_mills() == 0
+        assert not store.is_os_page_cache_busy()

@@ -64,7 +64,9 @@ class MessageStoreConfig:
     # --- limits ------------------------------------------------------------------------------
     max_message_size: int = 1024 * 1024 * 4
     max_filter_message_size: int = 16000
-    default_query_max_num: int = 32
+    default_query_max_num: int = 32  # query_message's max_num when none is given
+    # 5.x: V2 records (2-byte topic length) for topics of more than 127 chars (retry topics of
+    # long groups); off, such a put is refused (5.x would write an unreadable V1 record)
     auto_message_version_on_topic_len: bool = True
     # 5.x enabledAppendPropCRC: every record written ends with a 20-byte __CRC32# property holding
     # the CRC-32 of the record before it (codec/prop_crc.py, spec §2.6); 4.9.8 refuses True
@@ -96,6 +98,7 @@ class MessageStoreConfig:
     fast_fail_if_no_buffer_in_store_pool: bool = False
     warm_mapped_file_enable: bool = False
     flush_least_pages_when_warm_mapped_file: int = 1024 / 4 * 16  # type: ignore[assignment]
+    # a queueing lock or a spin lock in Java; rmqlab has one lock (store/put_lock.py): no effect
     use_reentrant_lock_when_put_message: bool = True
 
     # --- recovery ----------------------------------------------------------------------------
@@ -123,7 +126,7 @@ class MessageStoreConfig:
     max_transfer_count_on_message_in_disk: int = 8
     access_message_in_memory_max_ratio: int = 40
     offset_check_in_slave: bool = False
-    put_msg_index_hight_water: int = 600000
+    put_msg_index_hight_water: int = 600000  # sized 3.x's dispatch queue: no effect in 4.9.8 or 5.x
     # 5.x estimateMessageCount (MessageStore.estimate_message_count): a filtered estimate scans at
     # most max_consume_queue_scan units, and scales what it saw once more than
     # sample_count_threshold units matched (both count units, in a BatchConsumeQueue too)
@@ -134,8 +137,9 @@ class MessageStoreConfig:
     broker_role: str = "ASYNC_MASTER"
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
     flush_delay_offset_interval: int = 1000 * 10
+    # puts are refused with OS_PAGECACHE_BUSY while one has held the put lock longer than this
     os_page_cache_busy_timeout_mills: int = 1000
-    disk_fall_recorded: bool = True
+    disk_fall_recorded: bool = True  # broker stats of how far a pull lags (no store effect)
     # --- 5.x timer messages (TimerMessageStore; TIMER_DELIVER_MS / TIMER_DELAY_SEC / TIMER_DELAY_MS)
     # A 5.3.3 store keeps a timer message in rmq_sys_wheel_timer until due (store/timer_store.py);
     # off, a 5.3.3 put of one is refused with WHEEL_TIMER_NOT_ENABLE. 4.9.8 has no timer messages.
@@ -146,6 +150,8 @@ class MessageStoreConfig:
     timer_flush_interval_ms: int = 1000
     timer_max_delay_sec: int = 3600 * 24 * 3
     timer_congest_num_each_slot: int = 2**31 - 1  # a put is refused (flow control) past this per slot
+    # drop (True) a timer message whose put back fails for a reason other than an illegal
+    # message, instead of retrying it until it passes (store/timer_store.py)
     timer_skip_unknown_error: bool = False
 
     # --- rmqlab ------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ __all__ = [
     "COMPACTION_DIR",
     "CONSUME_QUEUE_EXT_DIR",
     "LONG_MAX",
+    "RETRY_GROUP_TOPIC_PREFIX",
     "TOPIC_MAX_LENGTH",
     "consume_queue_dir",
     "consume_queue_path",
@@ -36,6 +37,7 @@ __all__ = [
 ]
 
 TOPIC_MAX_LENGTH = 127  # TopicValidator.TOPIC_MAX_LENGTH
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"  # MixAll.RETRY_GROUP_TOPIC_PREFIX: %RETRY%<consumer group>
 CONSUME_QUEUE_EXT_DIR = "consumequeue_ext"  # StorePathConfigHelper.getStorePathConsumeQueueExt
 BATCH_CONSUME_QUEUE_DIR = "batchconsumequeue"  # 5.x BatchConsumeQueue (spec §3.8), BatchCQ topics
 COMPACTION_DIR = "compaction"  # 5.x CompactionStore: compactionLog/, compactionCq/ (cleanup.policy=COMPACTION)

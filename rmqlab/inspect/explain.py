@@ -40,6 +40,9 @@ def snapshot_config(snap: StoreSnapshot, config: MessageStoreConfig | None = Non
     )
 
 
+_MIN_EXT_FILE_SIZE = 24  # one 20-byte ext unit and the 4-byte end marker (MessageStoreConfig's check)
+
+
 def explain_recovery(snap: StoreSnapshot, *, config: MessageStoreConfig | None = None,
                      rocketmq_version: str | None = None,
                      enable_consume_queue_ext: bool | None = None) -> RecoveryPlan:
@@ -70,7 +73,8 @@ def explain_recovery(snap: StoreSnapshot, *, config: MessageStoreConfig | None =
     if ext is None:
         ext = bool(config is not None and config.enable_consume_queue_ext) or ext_files
     changes["enable_consume_queue_ext"] = ext
-    if ext and ext_files:
+    if ext and ext_files and snap.consume_queue_ext_file_size >= _MIN_EXT_FILE_SIZE:
+        # (shorter, no ext file is whole: the configured size stays, and the load below says so)
         changes["mapped_file_size_consume_queue_ext"] = snap.consume_queue_ext_file_size
     cfg = snapshot_config(snap, config, **changes)
     # 5.x: the BatchConsumeQueues recover too (their steps lead the plan); every batchconsumequeue/
@@ -95,6 +99,7 @@ def explain_recovery(snap: StoreSnapshot, *, config: MessageStoreConfig | None =
         plan.notes[:0] = load_failures
         plan.steps[:0] = cqs.batch_recovery_steps
         note_ext_recovery(plan, cqs.ext_recovery_steps, ext_enabled=ext, ext_files_present=ext_files)
+        _note_ext_cut_short(plan, cqs)
         if plan.truncate_consume_queues:  # what MessageStore._apply_recovery adds
             note_units_past_log(plan, cqs.units_past_log(plan.process_offset))
         if views and plan.mode != "empty":  # then recoverTopicQueueTable, with the log's min offset
@@ -114,6 +119,20 @@ def explain_recovery(snap: StoreSnapshot, *, config: MessageStoreConfig | None =
         if kept:
             index_end_past_log(plan, kept[-1].name, kept[-1].end_phy_offset)
     return plan
+
+
+def _note_ext_cut_short(plan: RecoveryPlan, cqs: Any) -> None:
+    """An ext file whose units run past its end was cut (the broker never writes across a file's
+    end); unless a load-failure note names it already, say the broker would not start."""
+    for _topic, _qid, cq in cqs.all_queues():
+        ext = cq.consume_queue_ext
+        cut = ext.cut_short if ext is not None else None
+        if cut is None or any(cut[0] in n for n in plan.notes):
+            continue
+        path, at, length = cut
+        plan.notes.insert(0, f"RocketMQ's load fails (consume queue ext: {path}: the unit at {at} runs past the file's "
+                             f"end at {length}, so the file is cut short): the broker does not start and no recovery "
+                             "runs; this plan is what recovery would do once the file is fixed")
 
 
 def _load_failures(snap: StoreSnapshot, cfg: MessageStoreConfig, cqs: Any) -> list[str]:
@@ -140,6 +159,9 @@ def _load_failures(snap: StoreSnapshot, cfg: MessageStoreConfig, cqs: Any) -> li
     # rmqlab reads a short last file as a trimmed sample; RocketMQ's load wants every file whole
     lasts = [("commit log", snap.commit_log_files[-1:], cfg.mapped_file_size_commit_log)]
     lasts += [("consume queue", q.files[-1:], cfg.consume_queue_file_size) for q in snap.consume_queues.values()]
+    if cfg.enable_consume_queue_ext:
+        lasts += [("consume queue ext", q.files[-1:], cfg.mapped_file_size_consume_queue_ext)
+                  for q in snap.consume_queue_exts.values()]
     for what, files, size in lasts:
         for mf in files:
             if 0 < mf.mapped_length < size:

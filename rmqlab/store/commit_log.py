@@ -72,7 +72,7 @@ from rmqlab.codec.message import (
 )
 from rmqlab.codec.msg_id import UniqKeyGenerator, create_offset_msg_id, ip_to_bytes
 from rmqlab.codec.multi_dispatch import MULTI_DISPATCH_QUEUE_SPLITTER, dispatches_multi, java_split
-from rmqlab.codec.names import is_lmq_topic, validate_topic
+from rmqlab.codec.names import RETRY_GROUP_TOPIC_PREFIX, TOPIC_MAX_LENGTH, is_lmq_topic, validate_topic
 from rmqlab.codec.prop_crc import (
     properties_length_position,
     reserve_prop_crc,
@@ -470,7 +470,12 @@ class CommitLog:
             self._store_ip: bytes | None = ip_to_bytes(self.store_host[0])
         except ValueError:
             self._store_ip = None  # a bad store_host fails each put, as before, not the open
-        self._version = 1 if config.is_v4 else None
+        # 5.x writes V2 (2-byte topic length) for a topic of more than 127 chars unless
+        # autoMessageVersionOnTopicLen is off; 4.9.8 has V1 only
+        self._version = 1 if config.is_v4 or not config.auto_message_version_on_topic_len else None
+        # the longest retry topic a put may name: 5.x's broker takes %RETRY%<group> up to 255
+        # bytes (HookUtils.checkBeforePutMessage; long groups), 4.9.8's store 127 like any topic
+        self._retry_topic_max = TOPIC_MAX_LENGTH if config.is_v4 else 255
         self._hosts: dict[tuple[str, int] | str, tuple[bytes, int]] = {}
         # {commit log offset: DispatchHint}, filled under the put lock for every record whose
         # dispatch fields the writer knows; ReputMessageService pops the entry when it reaches
@@ -658,7 +663,7 @@ class CommitLog:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason=self.not_writeable_reason)
         if topic not in self._valid_topics:
             try:
-                validate_topic(topic)
+                self._validate_topic(topic)
             except InvalidTopic as e:
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, reason=str(e))
             self._valid_topics.add(topic)
@@ -957,7 +962,7 @@ class CommitLog:
             return None  # (a delayed message moves to SCHEDULE_TOPIC: _schedule)
         try:
             if topic not in self._valid_topics:
-                validate_topic(topic)
+                self._validate_topic(topic)
                 self._valid_topics.add(topic)
             born_ip, born_port = self._host(msg.born_host)
             _version, magic, tail = topic_field(topic, self._version)
@@ -1479,10 +1484,20 @@ class CommitLog:
             return None
         return got
 
+    def _validate_topic(self, topic: str) -> None:
+        """``TopicValidator``'s charset and a length limit: 127 chars, or for a retry topic in
+        a 5.x store 255 (stored as a V2 record). Raises InvalidTopic."""
+        limit = self._retry_topic_max if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) else TOPIC_MAX_LENGTH
+        validate_topic(topic, max_length=limit)
+        if limit > TOPIC_MAX_LENGTH and self._version == 1 and len(topic) > TOPIC_MAX_LENGTH:
+            raise InvalidTopic(topic, f"the topic is {len(topic)} chars and auto_message_version_on_topic_len is "
+                                      "off: RocketMQ 5.x would write its length into the one byte of a V1 record, "
+                                      "which no reader can read back")
+
     def _valid_topic(self, topic: str) -> bool:
         """Validate ``topic`` once (as :meth:`check_message`); False if it is refused."""
         try:
-            validate_topic(topic)
+            self._validate_topic(topic)
         except (InvalidTopic, TypeError):
             return False
         self._valid_topics.add(topic)
@@ -1763,7 +1778,7 @@ class CommitLog:
             return self._batch_rows(msgs)
         if topic not in self._valid_topics:
             try:
-                validate_topic(topic)
+                self._validate_topic(topic)
             except InvalidTopic:
                 return self._batch_rows(msgs)
             self._valid_topics.add(topic)

@@ -105,6 +105,9 @@ class ConsumeQueueExt:
         """Map every file (each gets wrote = committed = flushed = fileSize until recovery)."""
         return self.mapped_file_queue.load()
 
+    #: set by a read-only :meth:`recover` whose last file ends inside a unit: (file, unit offset, length)
+    cut_short: tuple[str, int, int] | None = None
+
     def recover(self) -> list[RecoveryStep]:
         """Walk every file from the first (``size > 0``: skip ``size`` bytes; else the next file)
         and cut the last file where its units end; earlier files keep their full positions.
@@ -125,9 +128,17 @@ class ConsumeQueueExt:
             try:
                 end = units_end(buf)
             except CorruptRecord as exc:
-                raise exc.with_file(mf.file_name) from None
-            why = "the end marker (short -1): the next unit did not fit" if bytes(buf[end : end + 2]) == END_MARKER \
-                else "a size of 0 (unwritten bytes)"
+                # Inspection reads a last file whose units run past its end as a copy cut short
+                # (the broker never writes a unit across a file's end: it writes the end marker):
+                # the run ends where it is cut, and cut_short says so. Else RocketMQ's throw.
+                if not (self.read_only and i == len(files) - 1 and exc.reason in ("truncated", "size_out_of_range")):
+                    raise exc.with_file(mf.file_name) from None
+                end = exc.offset
+                self.cut_short = (mf.file_name, end, len(buf))
+                why = f"the file's end at {len(buf)}: it is cut short, inside the unit at {end}"
+            else:
+                why = "the end marker (short -1): the next unit did not fit" \
+                    if bytes(buf[end : end + 2]) == END_MARKER else "a size of 0 (unwritten bytes)"
             role = "the run's end" if i == len(files) - 1 else "only the last file's end counts"
             steps.append(RecoveryStep(_PHASE, self._file_label(mf), mf.file_from_offset + end, f"units end at {end}",
                                       f"{self.name}: walked from byte 0 to {why}; {role}"))

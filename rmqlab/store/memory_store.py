@@ -463,8 +463,14 @@ class MemoryMessageStore:
     def _scan(self, q: _MemoryQueue, offset: int, max_msg_nums: int, message_filter: MessageFilter | None,
               result: GetMessageResult) -> tuple[GetMessageStatus, int]:
         status = GetMessageStatus.NO_MATCHED_MESSAGE
-        # Same window as a ConsumeQueue scan: max(16000, maxMsgNums*20) bytes of 20-byte units.
-        window = max(_MAX_FILTER_BYTES, max_msg_nums * _CQ_UNIT) // _CQ_UNIT
+        # Same window as a ConsumeQueue scan of the emulated version: 4.9.8 reads max(16000,
+        # maxMsgNums*20) bytes of 20-byte units; 5.x stops at the first unit past
+        # max(maxFilterMessageSize, maxMsgNums*20) bytes, so it reads one unit more.
+        c = self.config
+        if c.is_v4:
+            window = max(_MAX_FILTER_BYTES, max_msg_nums * _CQ_UNIT) // _CQ_UNIT
+        else:
+            window = max(c.max_filter_message_size, max_msg_nums * _CQ_UNIT) // _CQ_UNIT + 1
         start = q.head + (offset - q.base)
         end = min(len(q.data), start + window)
         i = start

@@ -1694,14 +1694,18 @@ class MessageStore:
             )
         return memory
 
-    def query_message(self, topic: str, key: str, max_num: int = 32, begin: int = 0,
+    def query_message(self, topic: str, key: str, max_num: int | None = None, begin: int = 0,
                       end: int = _LONG_MAX) -> QueryMessageResult:
         """Messages indexed under ``topic#key`` (4.9.8's ``queryMessage``), keys checked exactly.
 
         ``phy_offsets`` are RocketMQ's answer (hash matches, sorted, duplicates kept, capped);
         ``messages`` only those whose topic is ``topic`` and whose keys or uniq key is ``key``.
+        ``max_num`` defaults to ``default_query_max_num`` (32), what a broker passes for a query by
+        unique key (other queries carry the client's own number).
         """
         self._check_open()
+        if max_num is None:
+            max_num = self.config.default_query_max_num
         last_query_msg_time = end
         phy_offsets: list[int] = []
         messages: list[MessageRecord] = []

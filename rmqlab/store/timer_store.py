@@ -36,8 +36,13 @@ the last checkpoint flush is enqueued or delivered again. ``shutdown()`` writes 
 and flushes the timerlog but, as RocketMQ (``TimerWheel.shutdown(false)``), not the wheel: the
 next load rebuilds the slots from the timerlog.
 
+A put back that fails is handled as ``doPut`` does: MESSAGE_ILLEGAL and PROPERTIES_SIZE_EXCEEDED
+drop the message; SERVICE_NOT_AVAILABLE is retried; any other refusal (a file that could not be
+created, an unknown error) is retried too, so delivery waits there rather than lose the message,
+unless ``timer_skip_unknown_error`` says to skip (drop) it.
+
 Not modelled: the timer metrics file (``config/timermetrics``), warm-up, slave dequeue handover
-(a SLAVE loads and recovers but does not run), ``timerSkipUnknownError``.
+(a SLAVE loads and recovers but does not run).
 """
 
 from __future__ import annotations
@@ -536,8 +541,9 @@ class TimerMessageStore:
 
     def _put_back(self, rec: MessageRecord, enqueue_ms: int, magic: int, slot_ms: int, phy: int,
                   _delete_keys: set[str] | None) -> bool:
-        """``convert`` + ``doPut``: False only for a refusal RocketMQ retries until it passes
-        (SERVICE_NOT_AVAILABLE)."""
+        """``convert`` + ``doPut``: False for a refusal RocketMQ retries until it passes
+        (SERVICE_NOT_AVAILABLE; any refusal but the two that drop, unless
+        ``timer_skip_unknown_error``)."""
         roll = bool(magic & MAGIC_ROLL)
         props = dict(rec.properties)
         if not roll and props.get(flags.PROPERTY_TIMER_DEL_UNIQKEY) is not None:
@@ -563,20 +569,24 @@ class TimerMessageStore:
                 return True
         result = self._deliver(rec, topic, queue_id, props)
         tries = 0
+        skip = self.config.timer_skip_unknown_error
         while not result.ok and result.status is not PutMessageStatus.SERVICE_NOT_AVAILABLE \
-                and result.status not in _NO_RETRY and tries < 3:
+                and result.status not in _NO_RETRY and not skip and tries < 3:
             tries += 1
             result = self._deliver(rec, topic, queue_id, props)
         if result.ok:
+            if "the put back" in self.stuck:
+                self.stuck = ""
             self.counts["rolled" if roll else "delivered"] += 1
             self._publish(slot_ms, phy, "rolled" if roll else "delivered", topic, queue_id, result.wrote_offset)
             return True
-        if result.status is PutMessageStatus.SERVICE_NOT_AVAILABLE:
+        if result.status is PutMessageStatus.SERVICE_NOT_AVAILABLE or (result.status not in _NO_RETRY and not skip):
             self._stuck(f"the put back of the record at {phy} was refused: {result.status.name} {result.reason}")
             return False
         self.counts["dropped"] += 1
-        log.error("timer: the put back of the record at %d was refused (%s %s): dropped, as RocketMQ does", phy,
-                  result.status.name, result.reason)
+        why = "" if result.status in _NO_RETRY else " (timer_skip_unknown_error)"
+        log.error("timer: the put back of the record at %d was refused (%s %s): dropped%s, as RocketMQ does", phy,
+                  result.status.name, result.reason, why)
         self._publish(slot_ms, phy, "dropped", topic, queue_id)
         return True
 

@@ -369,3 +369,34 @@ def test_negative_windows_in_the_api_are_refused(reference_store: Callable[[str]
                 call()
         assert len(snap.messages(limit=0)) == 0
         assert len(snap.messages(limit=3)) == 3
+
+
+@pytest.mark.parametrize("length", [3, 30])
+def test_recover_reads_an_ext_file_cut_short(tmp_path: Path, length: int) -> None:
+    """A ConsumeQueueExt file cut inside a unit: recover stopped with exit 2 ("corrupt record",
+    and for 3 bytes a config error about an ext file size no one set). Now the plan reads the
+    run up to the cut, as it reads a cut consume queue file, and notes that RocketMQ's load fails."""
+    from rmqlab import Message, MessageStore, MessageStoreConfig
+
+    root = tmp_path / "store"
+    with MessageStore.open(str(root), MessageStoreConfig.small(str(root), enable_consume_queue_ext=True),
+                           threaded=False) as store:
+        for i in range(5):
+            assert store.put_message(Message("T", b"x", tags=f"t{i}")).ok
+        store.step()
+    (ext,) = (root / "consumequeue_ext" / "T" / "0").iterdir()
+    os.truncate(ext, length)
+    before = tree_state(root)
+    code, out, err = _cli("recover", str(root), "--dry-run", "--json")
+    assert code == 0, err
+    plan = json.loads(out)
+    notes = [n for n in plan["notes"] if "load fails" in n]
+    assert len(notes) == 1, plan["notes"]
+    # 3 bytes cannot be an ext file's size (it is read against the default then); 30 could be, as
+    # the only file's length: then the unit running past its end tells the file was cut
+    said = f"length {length} does not match" if length < 24 else f"the unit at 20 runs past the file's end at {length}"
+    assert f"consume queue ext: {ext}: {said}" in notes[0]
+    cut = [s for s in plan["steps"] if s["phase"] == "consume_queue_ext" and "cut short" in s["reason"]]
+    assert len(cut) == 1, plan["steps"]
+    assert cut[0]["offset"] == (0 if length < 20 else 20)  # the last whole unit's end
+    assert tree_state(root) == before

@@ -66,3 +66,28 @@ def test_memory_flag_survives_reopen(tmp_path: Path) -> None:
         assert store.get_max_phy_offset() == 0
     finally:
         store.shutdown()
+
+
+@pytest.mark.parametrize(("version", "found"), [("4.9.8", False), ("5.3.3", True)])
+def test_memory_topic_get_window_follows_the_version(tmp_path: Path, version: str, found: bool) -> None:
+    # A filtered get reads a window of units: 4.9.8 800 (16000 bytes / 20), 5.x one more. A
+    # memory topic answers as a CommitLog topic of the same store does, unit for unit.
+    from rmqlab.store.message_filter import TagFilter
+
+    store = _open(tmp_path / "s", memory_topic_enable=True, rocketmq_version=version,
+                  mapped_file_size_consume_queue=2000 * 20)  # one CQ file holds the window
+    try:
+        store.create_topic("Mem", memory=True)
+        for topic in ("Mem", "Disk"):
+            for i in range(802):
+                assert store.put_message(Message(topic, b"m", tags="B" if i == 800 else "A")).ok
+        store.step()
+        answers = []
+        for topic in ("Mem", "Disk"):
+            with store.get_message("g", topic, 0, 0, 32, TagFilter("B")) as got:
+                answers.append((got.status.name, got.next_begin_offset, [m.queue_offset for m in got.messages]))
+        assert answers[0] == answers[1]
+        expected = ("FOUND", 801, [800]) if found else ("NO_MATCHED_MESSAGE", 800, [])
+        assert answers[0] == expected
+    finally:
+        store.shutdown()

@@ -412,3 +412,42 @@ def test_recovery_rebuilds_slots_across_timerlog_files(tmp_path: Path) -> None:
         assert sorted(m.body for m in _delivered(store)) == [f"m{i}".encode() for i in range(8)]
     finally:
         store.shutdown()
+
+
+@pytest.mark.parametrize("skip", [False, True])
+def test_a_put_back_refused_for_an_unknown_reason_waits_or_is_skipped(tmp_path: Path, skip: bool) -> None:
+    # doPut: CREATE_MAPPED_FILE_FAILED, UNKNOWN_ERROR... are retried until they pass (delivery waits
+    # there, nothing lost) unless timerSkipUnknownError, which drops the message
+    from rmqlab.store.results import PutMessageResult
+
+    clock = ManualClock(T0)
+    store = _open(tmp_path / "s", clock, timer_skip_unknown_error=skip)
+    deliver = store.timer._deliver
+    refusals = [0]
+
+    def no_new_file(*args: object) -> PutMessageResult:  # a disk that cannot make the next file, twice
+        if refusals[0] < 8:
+            refusals[0] += 1
+            return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, reason="test: no file")
+        return deliver(*args)
+
+    store.timer._deliver = no_new_file
+    try:
+        _put(store, b"due in 2 s", TIMER_DELAY_SEC="2")
+        _steps(store)
+        clock.advance(3_000)
+        _steps(store)  # 4 tries a run: both runs refused
+        if skip:
+            assert refusals[0] == 1
+            assert store.timer.counts["dropped"] == 1
+            assert _delivered(store) == []
+            return
+        assert refusals[0] == 8
+        assert "CREATE_MAPEDFILE_FAILED" in store.timer.stuck
+        assert store.timer.counts["dropped"] == 0
+        assert _delivered(store) == []
+        _steps(store)
+        assert [m.body for m in _delivered(store)] == [b"due in 2 s"]
+        assert store.timer.stuck == ""
+    finally:
+        store.shutdown()

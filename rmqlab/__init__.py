@@ -11,6 +11,7 @@ from rmqlab.config import MessageStoreConfig
 from rmqlab.errors import (
     ConfigError,
     CorruptRecord,
+    InvalidArgument,
     InvalidTopic,
     NotAStore,
     ReadOnlyStore,
@@ -27,6 +28,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ConfigError",
     "CorruptRecord",
+    "InvalidArgument",
     "InvalidTopic",
     "Message",
     "MessageBatch",

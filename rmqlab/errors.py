@@ -10,6 +10,7 @@ __all__ = [
     "ConfigError",
     "CorruptRecord",
     "DiskFull",
+    "InvalidArgument",
     "InvalidTopic",
     "MappedFileError",
     "NotAMessage",
@@ -130,6 +131,12 @@ class NotAStore(RmqlabError):
 
 class ConfigError(RmqlabError):
     """A configuration value out of its allowed range."""
+
+
+class InvalidArgument(RmqlabError, TypeError):
+    """A store call given an argument of the wrong type (a ``str`` queue id, a float offset, no
+    topic): refused at once, where it would otherwise answer for a queue or offset that does not
+    exist (an empty queue, offset 0) or fail deep inside."""
 
 
 class ScheduleRecordError(RmqlabError):

@@ -52,13 +52,14 @@ from rmqlab.codec.names import (
 from rmqlab.codec.scan import header_hop
 from rmqlab.codec.walk import check_message_and_return_size
 from rmqlab.config import MessageStoreConfig
-from rmqlab.errors import DiskFull, InvalidTopic, NotAStore, RmqlabError
+from rmqlab.errors import DiskFull, InvalidArgument, InvalidTopic, NotAStore, RmqlabError
 from rmqlab.events import EventBus, RecoveryStep
 from rmqlab.faults import crash_point
 from rmqlab.files.allocate_mapped_file_service import AllocateMappedFileService
 from rmqlab.files.fs import DiskUsageProbe, FileLock
 from rmqlab.files.transient_store_pool import TransientStorePool
 from rmqlab.store.abort_file import AbortFile
+from rmqlab.store.args import int_arg, str_arg
 from rmqlab.store.cleanup import CleanCommitLogService, CleanConsumeQueueService, CleanupPlan
 from rmqlab.store.commit_log import CommitLog
 from rmqlab.store.consume_queue_store import ConsumeQueueStore
@@ -220,6 +221,10 @@ def _size_hint(err: object, field: str) -> str:
 
 #: topics 4.9.8's cleanUnusedTopic never deletes (besides LMQ topics)
 _KEPT_UNUSED_V4 = frozenset({SCHEDULE_TOPIC, "RMQ_SYS_TRANS_OP_HALF_TOPIC"})
+
+
+def _queue_args(topic: object, queue_id: object) -> tuple[str, int]:
+    return str_arg("topic", topic), int_arg("queue_id", queue_id)
 
 
 class MessageStore:
@@ -854,6 +859,8 @@ class MessageStore:
     def put_message(self, msg: Message) -> PutMessageResult:
         """Append one message (and, in SYNC_FLUSH mode, wait until it is on disk)."""
         started = _perf_ns()
+        if msg.__class__ is not Message and not isinstance(msg, Message):
+            raise InvalidArgument(f"put_message takes a rmqlab.Message, not {type(msg).__name__} {msg!r:.80}")
         if self.is_shutdown or not self.started:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason="store is not running")
         if self.memory_store is not None and self._is_memory_topic(msg.topic):
@@ -892,6 +899,16 @@ class MessageStore:
     def put_messages(self, msgs: Sequence[Message] | MessageBatch) -> PutMessageResult:
         """Append a batch of messages of one topic and queue: a list of messages, or a
         producer-encoded :class:`~rmqlab.codec.batch.MessageBatch` (same records, less work)."""
+        try:
+            return self._put_messages(msgs)
+        except (AttributeError, TypeError):  # checked only then: nothing is written before the encode
+            if msgs.__class__ is not MessageBatch and not (
+                    isinstance(msgs, Sequence) and all(isinstance(m, Message) for m in msgs)):
+                raise InvalidArgument("put_messages takes a MessageBatch or a sequence of rmqlab.Message, not "
+                                      f"{type(msgs).__name__} {msgs!r:.80}") from None
+            raise
+
+    def _put_messages(self, msgs: Sequence[Message] | MessageBatch) -> PutMessageResult:
         started = _perf_ns()
         if self.is_shutdown or not self.started:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, reason="store is not running")
@@ -1177,6 +1194,7 @@ class MessageStore:
             return None
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        topic, queue_id = _queue_args(topic, queue_id)
         if self._is_memory_topic(topic):
             return self.memory_store.get_max_offset_in_queue(topic, queue_id)  # type: ignore[union-attr]
         bcq = self._batch_queue(topic, queue_id)
@@ -1188,6 +1206,7 @@ class MessageStore:
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
         """The queue's min offset; 0 for a queue the store lacks (RocketMQ creates an empty one
         on the lookup and answers its 0; rmqlab answers without creating it)."""
+        topic, queue_id = _queue_args(topic, queue_id)
         if self._is_memory_topic(topic):
             return self.memory_store.get_min_offset_in_queue(topic, queue_id)  # type: ignore[union-attr]
         bcq = self._batch_queue(topic, queue_id)
@@ -1197,6 +1216,8 @@ class MessageStore:
         return cq.get_min_offset_in_queue() if cq is not None else 0
 
     def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, consume_queue_offset: int) -> int:
+        topic, queue_id = _queue_args(topic, queue_id)
+        consume_queue_offset = int_arg("consume_queue_offset", consume_queue_offset)
         bcq = self._batch_queue(topic, queue_id)
         if bcq is not None:  # the record holding that queue offset (5.x ``get``: the unit whose batch holds it)
             bunit = bcq.get(consume_queue_offset)
@@ -1206,6 +1227,8 @@ class MessageStore:
         return unit[0] if unit is not None else 0
 
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int, boundary: str = "LOWER") -> int:
+        topic, queue_id = _queue_args(topic, queue_id)
+        timestamp = int_arg("timestamp", timestamp)
         bcq = self._batch_queue(topic, queue_id)
         if bcq is not None:
             # 5.x DefaultMessageStore: the queue's answer clamped into [min, max]
@@ -1285,6 +1308,8 @@ class MessageStore:
         return _java_long(to_offset - from_offset) if count == -1 else int(count)
 
     def get_message_store_timestamp(self, topic: str, queue_id: int, consume_queue_offset: int) -> int:
+        topic, queue_id = _queue_args(topic, queue_id)
+        consume_queue_offset = int_arg("consume_queue_offset", consume_queue_offset)
         bcq = self._batch_queue(topic, queue_id)
         if bcq is not None:  # getCqUnitAndStoreTime: the unit's record's store time
             bunit = bcq.get(consume_queue_offset)
@@ -1361,6 +1386,7 @@ class MessageStore:
     # ------------------------------------------------------------------ reading
     def look_message_by_offset(self, commit_log_offset: int, size: int | None = None) -> MessageRecord | None:
         """Decode the message at a CommitLog offset (None if nothing is there)."""
+        commit_log_offset = int_arg("commit_log_offset", commit_log_offset)
         if size is None:
             return self.commit_log.look_message(commit_log_offset)
         sel = self.commit_log.get_message(commit_log_offset, size)
@@ -1396,6 +1422,10 @@ class MessageStore:
         decodes a whole pull result (``StoredMessage``).
         """
         self._check_open()
+        if topic.__class__ is not str or queue_id.__class__ is not int or offset.__class__ is not int \
+                or max_msg_nums.__class__ is not int:
+            topic, queue_id = _queue_args(topic, queue_id)
+            offset, max_msg_nums = int_arg("offset", offset), int_arg("max_msg_nums", max_msg_nums)
         if self._is_memory_topic(topic):
             return self.memory_store.get_message(  # type: ignore[union-attr]
                 group, topic, queue_id, offset, max_msg_nums, message_filter)
@@ -1704,8 +1734,9 @@ class MessageStore:
         unique key (other queries carry the client's own number).
         """
         self._check_open()
-        if max_num is None:
-            max_num = self.config.default_query_max_num
+        topic, key = str_arg("topic", topic), str_arg("key", key)
+        max_num = self.config.default_query_max_num if max_num is None else int_arg("max_num", max_num)
+        begin, end = int_arg("begin", begin), int_arg("end", end)
         last_query_msg_time = end
         phy_offsets: list[int] = []
         messages: list[MessageRecord] = []

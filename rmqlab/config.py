@@ -11,6 +11,7 @@ Sizes are bytes, intervals milliseconds, ``file_reserved_time`` hours, ratios pe
 
 from __future__ import annotations
 
+import operator
 import os
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -29,6 +30,13 @@ _NOT_IMPLEMENTED = {
     "duplication_enable": "5.x keeps client store timestamps and queue offsets, and recovery "
                           "requires a DUP_INFO property",
 }
+# what a field of each annotation may hold (the annotations are strings: postponed evaluation)
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "int": (int,), "bool": (bool,), "str": (str,), "float": (float, int),
+    "str | None": (str, type(None)), "int | None": (int, type(None)),
+}
+_PATH_FIELDS = frozenset({"store_path_root_dir", "store_path_commit_log"})
+_NP_BOOLS = ("bool", "bool_")  # numpy 2's and 1's boolean scalar types
 # 5.x-only options: 4.9.8's MessageStoreConfig has no such field, so True cannot mean anything there
 _V5_ONLY = {
     "enabled_append_prop_crc": "the 20-byte __CRC32# property appended to every record",
@@ -169,6 +177,7 @@ class MessageStoreConfig:
         object.__setattr__(
             self, "flush_least_pages_when_warm_mapped_file", int(self.flush_least_pages_when_warm_mapped_file)
         )
+        self._check_types()
         if self.rocketmq_version not in _VERSIONS:
             raise ConfigError(f"rocketmq_version must be one of {_VERSIONS}, not {self.rocketmq_version!r}")
         if self.flush_disk_type not in (ASYNC_FLUSH, SYNC_FLUSH):
@@ -197,6 +206,29 @@ class MessageStoreConfig:
         if self.max_dispatch_behind_bytes < 0:
             bound = self.max_dispatch_behind_bytes
             raise ConfigError(f"max_dispatch_behind_bytes must be >= 0 (0: never wait), not {bound}")
+
+    def _check_types(self) -> None:
+        """Every field holds its annotated type: a ``"72"`` file reserved time or a ``"yes"``
+        switch would otherwise be taken (truthy, or failing later, far from the cause). Numpy
+        integers and booleans become the Python values they are; the two path fields take any
+        path-like (``pathlib.Path``)."""
+        for f in fields(self):
+            value = getattr(self, f.name)
+            allowed = _FIELD_TYPES[f.type]  # (postponed annotations: the type's source text)
+            if f.name in _PATH_FIELDS and isinstance(value, os.PathLike):
+                object.__setattr__(self, f.name, os.fspath(value))
+                continue
+            if isinstance(value, bool) or (type(value).__module__ == "numpy" and type(value).__name__ in _NP_BOOLS):
+                if bool in allowed:
+                    object.__setattr__(self, f.name, bool(value))
+                    continue
+            elif isinstance(value, allowed):
+                continue
+            elif int in allowed and hasattr(value, "__index__"):
+                object.__setattr__(self, f.name, operator.index(value))
+                continue
+            want = " or ".join("None" if t is type(None) else t.__name__ for t in allowed)
+            raise ConfigError(f"{f.name} must be {want}, not {type(value).__name__} {value!r}")
 
     # --- derived values (RocketMQ getters) ----------------------------------------------------
     @property

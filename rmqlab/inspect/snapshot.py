@@ -64,6 +64,7 @@ from rmqlab.codec.scan import RecordColumns, header_hop, scan_records
 from rmqlab.codec.walk import iter_records
 from rmqlab.errors import ConfigError, CorruptRecord, NotAStore
 from rmqlab.files.mapped_file import MappedFile
+from rmqlab.store.args import int_arg, str_arg
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -177,12 +178,22 @@ class ExtQueueFiles:
         return found, tags, times
 
 
-def _check_window(start: int | None, limit: int | None) -> None:
-    """A frame's ``start`` (an offset) and ``limit`` (rows) are None or >= 0: a negative one is a
-    user's mistake, which would otherwise give an empty frame that looks like an empty store."""
+def _check_window(start: int | None, limit: int | None) -> tuple[int | None, int | None]:
+    """A frame's ``start`` (an offset) and ``limit`` (rows) are None or ints >= 0: a negative one
+    is a user's mistake, which would otherwise give an empty frame that looks like an empty store
+    (ConfigError), and another type is refused (InvalidArgument). Returns them as ints."""
+    out: list[int | None] = []
     for name, value in (("start", start), ("limit", limit)):
-        if value is not None and value < 0:
-            raise ConfigError(f"{name} must be >= 0 (None: from the first / no limit), not {value}")
+        if value is not None:
+            value = int_arg(name, value)
+            if value < 0:
+                raise ConfigError(f"{name} must be >= 0 (None: from the first / no limit), not {value}")
+        out.append(value)
+    return out[0], out[1]
+
+
+def _queue_args(topic: object, queue_id: object) -> tuple[str, int]:
+    return str_arg("topic", topic), int_arg("queue_id", queue_id)
 
 
 def _stores_below(path: str, entries: set[str], limit: int = 3) -> list[str]:
@@ -338,6 +349,7 @@ class StoreSnapshot:
 
     def file_of(self, offset: int) -> MappedFile | None:
         """The CommitLog file holding ``offset``, or None."""
+        offset = int_arg("offset", offset)
         i = bisect.bisect_right(self._starts, offset) - 1
         if i < 0:
             return None
@@ -503,22 +515,27 @@ class StoreSnapshot:
         """One row per message (bodies summarised by length and CRC), in CommitLog order."""
         from rmqlab.inspect import frames
 
-        _check_window(start, limit)
-
+        start, limit = _check_window(start, limit)
+        if topic is not None:
+            topic = str_arg("topic", topic)
+        if queue_id is not None:
+            queue_id = int_arg("queue_id", queue_id)
         return frames.messages_frame(self, topic, start, limit, queue_id=queue_id, damage=damage)
 
     def consume_queue(self, topic: str, queue_id: int, start: int | None = None,
                       limit: int | None = None) -> pd.DataFrame:
         from rmqlab.inspect import frames
 
-        _check_window(start, limit)
+        start, limit = _check_window(start, limit)
+        topic, queue_id = _queue_args(topic, queue_id)
         return frames.consume_queue_frame(self, topic, queue_id, start, limit)
 
     def batch_consume_queue(self, topic: str, queue_id: int, start: int | None = None,
                             limit: int | None = None) -> pd.DataFrame:
         from rmqlab.inspect.frames import batch_consume_queue_frame
 
-        _check_window(start, limit)
+        start, limit = _check_window(start, limit)
+        topic, queue_id = _queue_args(topic, queue_id)
         return batch_consume_queue_frame(self, topic, queue_id, start, limit)
 
     def index_files(self) -> pd.DataFrame:
@@ -534,7 +551,8 @@ class StoreSnapshot:
     def index_chain(self, topic: str, key: str, begin: int = 0, end: int = 2**63 - 1) -> pd.DataFrame:
         from rmqlab.inspect import frames
 
-        return frames.index_chain_frame(self, topic, key, begin, end)
+        topic, key = str_arg("topic", topic), str_arg("key", key)
+        return frames.index_chain_frame(self, topic, key, int_arg("begin", begin), int_arg("end", end))
 
     def checkpoint(self) -> pd.DataFrame:
         from rmqlab.inspect import frames

@@ -64,7 +64,7 @@ from rmqlab.codec.scan import RecordColumns, header_hop, scan_records
 from rmqlab.codec.walk import iter_records
 from rmqlab.errors import ConfigError, CorruptRecord, NotAStore
 from rmqlab.files.mapped_file import MappedFile
-from rmqlab.store.args import int_arg, str_arg
+from rmqlab.store.args import int_arg, queue_args, str_arg
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -190,10 +190,6 @@ def _check_window(start: int | None, limit: int | None) -> tuple[int | None, int
                 raise ConfigError(f"{name} must be >= 0 (None: from the first / no limit), not {value}")
         out.append(value)
     return out[0], out[1]
-
-
-def _queue_args(topic: object, queue_id: object) -> tuple[str, int]:
-    return str_arg("topic", topic), int_arg("queue_id", queue_id)
 
 
 def _stores_below(path: str, entries: set[str], limit: int = 3) -> list[str]:
@@ -527,7 +523,7 @@ class StoreSnapshot:
         from rmqlab.inspect import frames
 
         start, limit = _check_window(start, limit)
-        topic, queue_id = _queue_args(topic, queue_id)
+        topic, queue_id = queue_args(topic, queue_id)
         return frames.consume_queue_frame(self, topic, queue_id, start, limit)
 
     def batch_consume_queue(self, topic: str, queue_id: int, start: int | None = None,
@@ -535,7 +531,7 @@ class StoreSnapshot:
         from rmqlab.inspect.frames import batch_consume_queue_frame
 
         start, limit = _check_window(start, limit)
-        topic, queue_id = _queue_args(topic, queue_id)
+        topic, queue_id = queue_args(topic, queue_id)
         return batch_consume_queue_frame(self, topic, queue_id, start, limit)
 
     def index_files(self) -> pd.DataFrame:

@@ -11,7 +11,7 @@ import operator
 
 from rmqlab.errors import InvalidArgument
 
-__all__ = ["int_arg", "str_arg"]
+__all__ = ["int_arg", "queue_args", "str_arg"]
 
 
 def int_arg(name: str, value: object) -> int:
@@ -31,3 +31,8 @@ def str_arg(name: str, value: object) -> str:
     if isinstance(value, str):
         return value
     raise InvalidArgument(f"{name} must be a str, not {type(value).__name__} {value!r}")
+
+
+def queue_args(topic: object, queue_id: object) -> tuple[str, int]:
+    """``(topic, queue_id)`` checked: a str and an int."""
+    return str_arg("topic", topic), int_arg("queue_id", queue_id)

@@ -59,7 +59,7 @@ from rmqlab.files.allocate_mapped_file_service import AllocateMappedFileService
 from rmqlab.files.fs import DiskUsageProbe, FileLock
 from rmqlab.files.transient_store_pool import TransientStorePool
 from rmqlab.store.abort_file import AbortFile
-from rmqlab.store.args import int_arg, str_arg
+from rmqlab.store.args import int_arg, queue_args, str_arg
 from rmqlab.store.cleanup import CleanCommitLogService, CleanConsumeQueueService, CleanupPlan
 from rmqlab.store.commit_log import CommitLog
 from rmqlab.store.consume_queue_store import ConsumeQueueStore
@@ -221,10 +221,6 @@ def _size_hint(err: object, field: str) -> str:
 
 #: topics 4.9.8's cleanUnusedTopic never deletes (besides LMQ topics)
 _KEPT_UNUSED_V4 = frozenset({SCHEDULE_TOPIC, "RMQ_SYS_TRANS_OP_HALF_TOPIC"})
-
-
-def _queue_args(topic: object, queue_id: object) -> tuple[str, int]:
-    return str_arg("topic", topic), int_arg("queue_id", queue_id)
 
 
 class MessageStore:
@@ -1194,7 +1190,7 @@ class MessageStore:
             return None
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
-        topic, queue_id = _queue_args(topic, queue_id)
+        topic, queue_id = queue_args(topic, queue_id)
         if self._is_memory_topic(topic):
             return self.memory_store.get_max_offset_in_queue(topic, queue_id)  # type: ignore[union-attr]
         bcq = self._batch_queue(topic, queue_id)
@@ -1206,7 +1202,7 @@ class MessageStore:
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
         """The queue's min offset; 0 for a queue the store lacks (RocketMQ creates an empty one
         on the lookup and answers its 0; rmqlab answers without creating it)."""
-        topic, queue_id = _queue_args(topic, queue_id)
+        topic, queue_id = queue_args(topic, queue_id)
         if self._is_memory_topic(topic):
             return self.memory_store.get_min_offset_in_queue(topic, queue_id)  # type: ignore[union-attr]
         bcq = self._batch_queue(topic, queue_id)
@@ -1216,7 +1212,7 @@ class MessageStore:
         return cq.get_min_offset_in_queue() if cq is not None else 0
 
     def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, consume_queue_offset: int) -> int:
-        topic, queue_id = _queue_args(topic, queue_id)
+        topic, queue_id = queue_args(topic, queue_id)
         consume_queue_offset = int_arg("consume_queue_offset", consume_queue_offset)
         bcq = self._batch_queue(topic, queue_id)
         if bcq is not None:  # the record holding that queue offset (5.x ``get``: the unit whose batch holds it)
@@ -1227,7 +1223,7 @@ class MessageStore:
         return unit[0] if unit is not None else 0
 
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int, boundary: str = "LOWER") -> int:
-        topic, queue_id = _queue_args(topic, queue_id)
+        topic, queue_id = queue_args(topic, queue_id)
         timestamp = int_arg("timestamp", timestamp)
         bcq = self._batch_queue(topic, queue_id)
         if bcq is not None:
@@ -1308,7 +1304,7 @@ class MessageStore:
         return _java_long(to_offset - from_offset) if count == -1 else int(count)
 
     def get_message_store_timestamp(self, topic: str, queue_id: int, consume_queue_offset: int) -> int:
-        topic, queue_id = _queue_args(topic, queue_id)
+        topic, queue_id = queue_args(topic, queue_id)
         consume_queue_offset = int_arg("consume_queue_offset", consume_queue_offset)
         bcq = self._batch_queue(topic, queue_id)
         if bcq is not None:  # getCqUnitAndStoreTime: the unit's record's store time
@@ -1424,7 +1420,7 @@ class MessageStore:
         self._check_open()
         if topic.__class__ is not str or queue_id.__class__ is not int or offset.__class__ is not int \
                 or max_msg_nums.__class__ is not int:
-            topic, queue_id = _queue_args(topic, queue_id)
+            topic, queue_id = queue_args(topic, queue_id)
             offset, max_msg_nums = int_arg("offset", offset), int_arg("max_msg_nums", max_msg_nums)
         if self._is_memory_topic(topic):
             return self.memory_store.get_message(  # type: ignore[union-attr]

@@ -25,18 +25,10 @@ from rmqlab.errors import ConfigError
 from rmqlab.store.message import Message
 from rmqlab.store.message_store import MessageStore
 from rmqlab.testing.crash import simulate_power_loss
+from tests.waits import until
 
 _MINUTE = 60_000
 _BODY = b"x" * 1024
-
-
-def _until(cond: Any, timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.005)
-    return bool(cond())
 
 
 def _open(root: Path, **changes: Any) -> MessageStore:
@@ -62,7 +54,7 @@ def test_untimed_flush_woken_by_puts_runs_at_once(tmp_path: Path, version: str, 
         mfq = store.commit_log.mapped_file_queue
         end = _put_pages(store)
         # flush(4 pages) moves the flushed position to the written position of the moment
-        assert _until(lambda: mfq.flushed_where >= end - 4 * 4096), (mfq.flushed_where, end)
+        assert until(lambda: mfq.flushed_where >= end - 4 * 4096), (mfq.flushed_where, end)
         assert mfq.flushed_where > 0
     finally:
         store.shutdown()
@@ -96,12 +88,12 @@ def test_pool_commit_wakes_the_flush_only_when_it_does_not_sleep(tmp_path: Path,
     try:
         end = _put_pages(store)
         # the put woke the commit service (4.9.8 always does), which commits 4 pages at a time
-        assert _until(lambda: mfq.committed_where >= end - 4 * 4096), (mfq.committed_where, end)
+        assert until(lambda: mfq.committed_where >= end - 4 * 4096), (mfq.committed_where, end)
         if timed:
             time.sleep(0.5)
             assert mfq.flushed_where == 0, "a sleeping flush must not be cut short by the commit"
         else:
-            assert _until(lambda: mfq.flushed_where >= mfq.committed_where - 4 * 4096 > 0), \
+            assert until(lambda: mfq.flushed_where >= mfq.committed_where - 4 * 4096 > 0), \
                 (mfq.flushed_where, mfq.committed_where)
     finally:
         store.shutdown()
@@ -116,7 +108,7 @@ def test_5x_wake_commit_when_put_message(tmp_path: Path, wake: bool) -> None:
     try:
         end = _put_pages(store)
         if wake:
-            assert _until(lambda: mfq.committed_where >= end - 4 * 4096), (mfq.committed_where, end)
+            assert until(lambda: mfq.committed_where >= end - 4 * 4096), (mfq.committed_where, end)
         else:
             time.sleep(0.5)
             assert mfq.committed_where == 0, "without the wake the pool waits for the commit round"
@@ -138,7 +130,7 @@ def test_power_loss_keeps_what_the_woken_flush_wrote(tmp_path: Path, timed: bool
     if timed:
         time.sleep(0.5)
     else:
-        assert _until(lambda: mfq.flushed_where >= end - 4 * 4096)
+        assert until(lambda: mfq.flushed_where >= end - 4 * 4096)
     report = simulate_power_loss(store)
     config = MessageStoreConfig.small(str(root))
     with MessageStore.open(str(root), config, threaded=False) as reopened:

@@ -22,17 +22,9 @@ from rmqlab.config import MessageStoreConfig
 from rmqlab.store.message import Message
 from rmqlab.store.message_store import MessageStore
 from rmqlab.store.results import PutMessageStatus
+from tests.waits import until
 
 _BODY = b"b" * 1024
-
-
-def _until(cond: Any, timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.002)
-    return False
 
 
 @pytest.mark.parametrize("version", ["4.9.8", "5.3.3"])
@@ -66,7 +58,7 @@ def test_put_waiting_for_a_new_file_makes_the_store_busy(tmp_path: Path, version
             time.sleep(0.1)
             return n == len(done) and store.commit_log.put_lock.locked()
 
-        assert _until(stuck), "the producer should wait for its file, put lock held"
+        assert until(stuck), "the producer should wait for its file, put lock held"
         assert store.commit_log.begin_time_in_lock == clock.now_ms()
         assert all(s is PutMessageStatus.PUT_OK for s in done)
         assert not store.is_os_page_cache_busy()

@@ -21,20 +21,12 @@ from rmqlab.config import MessageStoreConfig
 from rmqlab.store.message import Message
 from rmqlab.store.message_store import MessageStore
 from rmqlab.store.services import NAP_MS, IdleNap, ThreadedRunner
+from tests.waits import until
 
 linux_only = pytest.mark.skipif(
     not sys.platform.startswith("linux") or tuple(map(int, os.uname().release.split(".")[:2])) < (5, 14),
     reason="MADV_POPULATE_WRITE needs Linux >= 5.14",
 )
-
-
-def _until(cond: object, timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():  # type: ignore[operator]
-            return True
-        time.sleep(0.005)
-    return False
 
 
 def test_idle_nap_counts_rounds() -> None:
@@ -70,7 +62,7 @@ def test_idle_threaded_store_naps_and_a_put_wakes_it(tmp_path: Path) -> None:
         assert store.put_message(Message("NapTopic", b"first")).ok
         assert store.wait_dispatched(10)
         reput = store.reput
-        assert _until(lambda: reput.nap.napping), "an idle reput should nap"
+        assert until(lambda: reput.nap.napping), "an idle reput should nap"
         assert reput.interval_ms() == NAP_MS
         rounds = [0]
         run = reput.run_once
@@ -87,11 +79,11 @@ def test_idle_threaded_store_naps_and_a_put_wakes_it(tmp_path: Path) -> None:
         wakes = reput.nap.wakes
         assert store.put_message(Message("NapTopic", b"second")).ok
         assert reput.nap.wakes == wakes + 1  # the put itself woke it
-        assert _until(lambda: store.get_max_offset_in_queue("NapTopic", 0) == 2)
+        assert until(lambda: store.get_max_offset_in_queue("NapTopic", 0) == 2)
         got = store.get_message("g", "NapTopic", 0, 1, 1)
         assert [m.body for m in got.messages] == [b"second"]
         got.release()
-        assert _until(lambda: reput.nap.napping)  # and idle again, it naps again
+        assert until(lambda: reput.nap.napping)  # and idle again, it naps again
     finally:
         store.shutdown()
 

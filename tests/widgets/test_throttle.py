@@ -5,19 +5,10 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Callable
 
 from rmqlab.events import Appended, EventBus, Flushed
 from rmqlab.widgets._throttle import EventRouter, Throttle
-
-
-def _until(cond: Callable[[], bool], timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.005)
-    return True
+from tests.waits import until
 
 
 def test_burst_of_1000_events_is_a_few_redraws():
@@ -32,7 +23,7 @@ def test_burst_of_1000_events_is_a_few_redraws():
             bus.publish(Flushed("commitlog", i))
     # the redraw thread runs when the OS lets it: wait for its first redraw (however busy the
     # machine), then a little more to catch any redraw beyond the rate
-    assert _until(lambda: throttle.redraws >= 1)
+    assert until(lambda: throttle.redraws >= 1)
     time.sleep(0.35)
     router.close()
     throttle.close()

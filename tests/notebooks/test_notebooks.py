@@ -111,6 +111,14 @@ def test_notebook_06_shows_a_torn_unit_cut_and_the_late_order_found(executed: di
     assert found == f"[{written}]"
 
 
+def test_notebook_02_shows_a_stalled_put_making_the_store_busy(executed: dict[str, dict[str, Any]]) -> None:
+    text = _stream_text(executed["02_commitlog_record_and_write_path.ipynb"]["nb"])
+    assert "lock held for 1500 ms" in text
+    assert "another producer's put: OS_PAGECACHE_BUSY - a put has held the CommitLog lock for 1500 ms" in text
+    assert "the waiting producer: 200 of 200 puts PUT_OK" in text
+    assert "another put now: PUT_OK" in text
+
+
 def test_notebook_05_shows_a_woken_flush_and_a_sleeping_one(executed: dict[str, dict[str, Any]]) -> None:
     text = _stream_text(executed["05_flush_and_commit.ipynb"]["nb"])
     lines = {ln.split(":")[0]: ln for ln in text.splitlines() if " would be lost to a power cut" in ln}

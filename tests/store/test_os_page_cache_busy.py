@@ -11,9 +11,7 @@ while the store's (manual) clock moves on.
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -22,7 +20,7 @@ from rmqlab.config import MessageStoreConfig
 from rmqlab.store.message import Message
 from rmqlab.store.message_store import MessageStore
 from rmqlab.store.results import PutMessageStatus
-from tests.waits import until
+from rmqlab.testing.stalls import FileCreationStall
 
 _BODY = b"b" * 1024
 
@@ -32,60 +30,49 @@ def test_put_waiting_for_a_new_file_makes_the_store_busy(tmp_path: Path, version
     clock = ManualClock(1_700_000_000_000)
     config = MessageStoreConfig.small(str(tmp_path / "s"), rocketmq_version=version)
     store = MessageStore.open(str(tmp_path / "s"), config, clock=clock, threaded=True)
-    alloc = store.allocate_service
-    create = alloc._create
-    gate, entered = threading.Event(), threading.Event()
-
-    def slow_create(req: Any) -> None:  # a disk that takes its time to make the next file
-        entered.set()
-        assert gate.wait(30)
-        create(req)
-
-    alloc._create = slow_create  # type: ignore[method-assign]
     done: list[PutMessageStatus] = []
 
-    def producer() -> None:  # three files' worth: its put at the roll to the third one waits
+    def producer() -> None:  # three files' worth: a put at a roll waits for its file
         for i in range(3 * 64):
             done.append(store.put_message(Message("Busy", _BODY, keys=[f"k{i}"])).status)
 
     a = threading.Thread(target=producer, daemon=True)
     try:
-        a.start()
-        assert entered.wait(20), "the allocator never started a file"
-
-        def stuck() -> bool:
-            n = len(done)
-            time.sleep(0.1)
-            return n == len(done) and store.commit_log.put_lock.locked()
-
-        assert until(stuck), "the producer should wait for its file, put lock held"
-        assert store.commit_log.begin_time_in_lock == clock.now_ms()
-        assert all(s is PutMessageStatus.PUT_OK for s in done)
-        assert not store.is_os_page_cache_busy()
-        clock.advance(1000)
-        assert store.lock_time_mills() == 1000
-        assert not store.is_os_page_cache_busy()  # more than the timeout, not as much
-        clock.advance(1)
-        assert store.is_os_page_cache_busy()
-        refused = store.put_message(Message("Other", b"x"))  # returns at once: no wait for the lock
-        assert refused.status is PutMessageStatus.OS_PAGECACHE_BUSY
-        assert "1001 ms" in refused.reason
-        assert "[PC_SYNCHRONIZED]broker busy" in refused.reason
-        batch = store.put_messages([Message("Other", b"y"), Message("Other", b"z")])
-        assert batch.status is PutMessageStatus.OS_PAGECACHE_BUSY
-        assert store.get_max_offset_in_queue("Other", 0) == 0
-    finally:
-        gate.set()
+        with FileCreationStall(store) as stall:
+            a.start()
+            assert stall.wait_until_a_put_waits(), "the producer should wait for its file, put lock held"
+            assert store.commit_log.begin_time_in_lock == clock.now_ms()
+            assert all(s is PutMessageStatus.PUT_OK for s in done)
+            assert not store.is_os_page_cache_busy()
+            clock.advance(1000)
+            assert store.lock_time_mills() == 1000
+            assert not store.is_os_page_cache_busy()  # more than the timeout, not as much
+            clock.advance(1)
+            assert store.is_os_page_cache_busy()
+            refused = store.put_message(Message("Other", b"x"))  # returns at once: no wait for the lock
+            assert refused.status is PutMessageStatus.OS_PAGECACHE_BUSY
+            assert "1001 ms" in refused.reason
+            assert "[PC_SYNCHRONIZED]broker busy" in refused.reason
+            batch = store.put_messages([Message("Other", b"y"), Message("Other", b"z")])
+            assert batch.status is PutMessageStatus.OS_PAGECACHE_BUSY
+            assert store.get_max_offset_in_queue("Other", 0) == 0
         a.join(30)
-    try:
         assert not a.is_alive()
         assert done == [PutMessageStatus.PUT_OK] * (3 * 64)  # the waiting put went in once its file came
         assert store.commit_log.begin_time_in_lock == 0
         assert store.lock_time_mills() == 0
         assert not store.is_os_page_cache_busy()
         assert store.put_message(Message("Other", b"x")).ok
+        assert "_create" not in vars(store.allocate_service)  # the stall is gone with its block
     finally:
         store.shutdown()
+
+
+def test_a_stall_needs_a_threaded_store(tmp_path: Path) -> None:
+    config = MessageStoreConfig.small(str(tmp_path / "s"))
+    with MessageStore.open(str(tmp_path / "s"), config, threaded=False) as store, \
+            pytest.raises(ValueError, match="threaded store"):
+        FileCreationStall(store)
 
 
 def test_lock_is_free_again_after_every_kind_of_put(tmp_path: Path) -> None:

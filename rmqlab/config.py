@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from rmqlab.codec.consume_queue_ext_unit import MIN_EXT_FILE_SIZE
 from rmqlab.errors import ConfigError
 
 __all__ = ["ASYNC_FLUSH", "SYNC_FLUSH", "MessageStoreConfig"]
@@ -186,7 +187,7 @@ class MessageStoreConfig:
                      "max_hash_slot_num", "max_index_num", "max_message_size"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
-        if self.enable_consume_queue_ext and self.mapped_file_size_consume_queue_ext < 24:
+        if self.enable_consume_queue_ext and self.mapped_file_size_consume_queue_ext < MIN_EXT_FILE_SIZE:
             raise ConfigError("mapped_file_size_consume_queue_ext must hold one 20-byte ext unit and the 4 bytes "
                               f"a file keeps for its end marker (>= 24), not {self.mapped_file_size_consume_queue_ext}")
         if self.timer_precision_ms <= 0 or self.mapped_file_size_timer_log <= 0:
@@ -261,6 +262,16 @@ class MessageStoreConfig:
         """5.x clamps to [0.35, 0.90]; 4.9.8 uses 0.90 unclamped."""
         value = self.disk_space_warning_level_ratio / 100.0
         return value if self.is_v4 else min(max(value, 0.35), 0.90)
+
+    def get_message_window_units(self, max_msg_nums: int) -> int:
+        """How many consume queue units one ``getMessage`` reads at most. 4.9.8:
+        ``for (i = 0; i < max(16000, maxMsgNums * 20); i += 20)``; 5.x breaks at the first unit
+        with ``(queueOffset - offset) * 20 > max(maxFilterMessageSize, maxMsgNums * 20)``, which
+        reads one unit more."""
+        unit = CQ_STORE_UNIT_SIZE
+        if self.is_v4:
+            return max(16000, max_msg_nums * unit) // unit
+        return max(self.max_filter_message_size, max_msg_nums * unit) // unit + 1
 
     @property
     def is_v4(self) -> bool:

@@ -41,6 +41,7 @@ __all__ = [
     "MAX_ADDR",
     "MAX_EXT_UNIT_SIZE",
     "MAX_REAL_OFFSET",
+    "MIN_EXT_FILE_SIZE",
     "MIN_EXT_UNIT_SIZE",
     "CqExtUnit",
     "decode_at",
@@ -58,6 +59,7 @@ __all__ = [
 MIN_EXT_UNIT_SIZE = 20  # short size + long tagsCode + long msgStoreTime + short bitMapSize
 MAX_EXT_UNIT_SIZE = 32767  # Short.MAX_VALUE: the size field is a short
 END_BLANK_DATA_LENGTH = 4  # room a file always keeps for the end marker
+MIN_EXT_FILE_SIZE = MIN_EXT_UNIT_SIZE + END_BLANK_DATA_LENGTH  # one unit and the end marker's room
 END_MARKER = struct.pack(">h", -1)  # fullFillToEnd: short -1 where the next unit did not fit
 MAX_REAL_OFFSET = MAX_ADDR - (-(2**63))  # the largest ext offset an address can encode
 

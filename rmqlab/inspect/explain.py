@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from rmqlab.codec.checkpoint import Checkpoint
+from rmqlab.codec.consume_queue_ext_unit import MIN_EXT_FILE_SIZE
 from rmqlab.codec.names import BATCH_CONSUME_QUEUE_DIR, CONSUME_QUEUE_EXT_DIR
 from rmqlab.config import MessageStoreConfig
 from rmqlab.errors import ConfigError
@@ -38,9 +39,6 @@ def snapshot_config(snap: StoreSnapshot, config: MessageStoreConfig | None = Non
         max_index_num=snap.index_num,
         **changes,
     )
-
-
-_MIN_EXT_FILE_SIZE = 24  # one 20-byte ext unit and the 4-byte end marker (MessageStoreConfig's check)
 
 
 def explain_recovery(snap: StoreSnapshot, *, config: MessageStoreConfig | None = None,
@@ -73,7 +71,7 @@ def explain_recovery(snap: StoreSnapshot, *, config: MessageStoreConfig | None =
     if ext is None:
         ext = bool(config is not None and config.enable_consume_queue_ext) or ext_files
     changes["enable_consume_queue_ext"] = ext
-    if ext and ext_files and snap.consume_queue_ext_file_size >= _MIN_EXT_FILE_SIZE:
+    if ext and ext_files and snap.consume_queue_ext_file_size >= MIN_EXT_FILE_SIZE:
         # (shorter, no ext file is whole: the configured size stays, and the load below says so)
         changes["mapped_file_size_consume_queue_ext"] = snap.consume_queue_ext_file_size
     cfg = snapshot_config(snap, config, **changes)

@@ -1489,7 +1489,7 @@ class CommitLog:
         a 5.x store 255 (stored as a V2 record). Raises InvalidTopic."""
         limit = self._retry_topic_max if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) else TOPIC_MAX_LENGTH
         validate_topic(topic, max_length=limit)
-        if limit > TOPIC_MAX_LENGTH and self._version == 1 and len(topic) > TOPIC_MAX_LENGTH:
+        if self._version == 1 and len(topic) > TOPIC_MAX_LENGTH:  # (only a 5.x retry topic gets here)
             raise InvalidTopic(topic, f"the topic is {len(topic)} chars and auto_message_version_on_topic_len is "
                                       "off: RocketMQ 5.x would write its length into the one byte of a V1 record, "
                                       "which no reader can read back")

@@ -70,8 +70,6 @@ __all__ = ["MemoryMessageStore", "MemoryQueueStats", "RecordEncoder", "available
 _LONG = struct.Struct(">q")
 _TX_MASK = 0xC
 _NO_PHYSICAL_OFFSET = -1
-_CQ_UNIT = 20  # the scan window is measured in ConsumeQueue units, as in MessageStore
-_MAX_FILTER_BYTES = 16000
 _COMPACT_AT = 1024  # compact a queue's list once this many evicted slots lead it
 
 
@@ -463,14 +461,7 @@ class MemoryMessageStore:
     def _scan(self, q: _MemoryQueue, offset: int, max_msg_nums: int, message_filter: MessageFilter | None,
               result: GetMessageResult) -> tuple[GetMessageStatus, int]:
         status = GetMessageStatus.NO_MATCHED_MESSAGE
-        # Same window as a ConsumeQueue scan of the emulated version: 4.9.8 reads max(16000,
-        # maxMsgNums*20) bytes of 20-byte units; 5.x stops at the first unit past
-        # max(maxFilterMessageSize, maxMsgNums*20) bytes, so it reads one unit more.
-        c = self.config
-        if c.is_v4:
-            window = max(_MAX_FILTER_BYTES, max_msg_nums * _CQ_UNIT) // _CQ_UNIT
-        else:
-            window = max(c.max_filter_message_size, max_msg_nums * _CQ_UNIT) // _CQ_UNIT + 1
+        window = self.config.get_message_window_units(max_msg_nums)  # as a ConsumeQueue scan's
         start = q.head + (offset - q.base)
         end = min(len(q.data), start + window)
         i = start

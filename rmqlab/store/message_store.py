@@ -1273,12 +1273,12 @@ class MessageStore:
         A memory topic answers an exact count of its held messages
         (:meth:`MemoryMessageStore.estimate_message_count`). RocketMQ 4.9.8 has no such call; a
         4.9.8 store answers with the 5.x algorithm, since its consume queue files are the same.
-        Offsets must be ints that fit a Java ``long`` (TypeError / ValueError otherwise).
+        Offsets must be ints that fit a Java ``long`` (InvalidArgument, a TypeError / ValueError
+        otherwise).
         """
         self._check_open()
+        from_offset, to_offset = int_arg("from_offset", from_offset), int_arg("to_offset", to_offset)
         for name, value in (("from_offset", from_offset), ("to_offset", to_offset)):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"{name} must be an int (a queue offset), not {value!r}")
             if not _LONG_MIN <= value <= _LONG_MAX:
                 raise ValueError(f"{name} must fit a Java long, not {value}")
         from_offset = max(from_offset, 0)
@@ -1567,10 +1567,7 @@ class MessageStore:
         long_min = next_phy_file_start = _LONG_MIN
         max_phy_pulling = 0
         c = self.config
-        if c.is_v4:  # for (i = 0; i < maxFilterMessageCount; i += 20): units below the window's bytes
-            window_units = max(16000, max_msg_nums * _CQ_UNIT) // _CQ_UNIT
-        else:  # 5.x breaks at a unit with (queueOffset - offset) * 20 > maxFilterMessageSize: one more
-            window_units = max(c.max_filter_message_size, max_msg_nums * _CQ_UNIT) // _CQ_UNIT + 1
+        window_units = c.get_message_window_units(max_msg_nums)
         memory = self._memory_for_messages()
         messages = result.messages
         append = messages.append

@@ -121,11 +121,12 @@ def test_notebook_02_shows_a_stalled_put_making_the_store_busy(executed: dict[st
 
 def test_notebook_05_shows_a_woken_flush_and_a_sleeping_one(executed: dict[str, dict[str, Any]]) -> None:
     text = _stream_text(executed["05_flush_and_commit.ipynb"]["nb"])
-    lines = {ln.split(":")[0]: ln for ln in text.splitlines() if " would be lost to a power cut" in ln}
-    wrote, flushed = (int(w) for w in re.findall(r"wrote (\d+) bytes, flushed (\d+)", lines["timed (default)"])[0])
+    said = {m[1]: (int(m[2]), int(m[3])) for m in re.finditer(
+        r"^(.+): wrote (\d+) bytes, flushed (\d+), \d+ would be lost to a power cut$", text, re.M)}
+    wrote, flushed = said["timed (default)"]
     assert wrote > 16 * 1024
     assert flushed == 0
-    wrote, flushed = (int(w) for w in re.findall(r"wrote (\d+) bytes, flushed (\d+)", lines["untimed"])[0])
+    wrote, flushed = said["untimed"]
     assert flushed > 0
     assert wrote - flushed < 4 * 4096
 

@@ -85,14 +85,18 @@ def test_sigkill_with_concurrent_producers(make_spec: Any, flush_mode: str, tsp:
     few records written and never acknowledged (the puts in flight). The same guarantees as one
     producer, with acks logged in the order puts returned."""
     rng = random.Random(f"producers{flush_mode}{tsp}")
+    interleaved = []
     for n in range(4):
         spec = make_spec(flush_mode=flush_mode, transient_store_pool=tsp, commit_log_size=64 * 1024,
                          cq_units=64, seed=rng.randrange(1 << 30), count=6000, producers=4,
                          clock_speed=300.0 if n % 2 else 1.0, rocketmq_version="5.3.3" if n >= 2 else "4.9.8")
         report = _kill_and_check(spec, delay_s=rng.uniform(0.05, 0.4))
-        acked = read_acks(spec.ack_log)
-        # the log really interleaves the producers: not in CommitLog order
-        assert report.acked < 20 or [a.offset for a in acked] != sorted(a.offset for a in acked)
+        offsets = [a.offset for a in read_acks(spec.ack_log)]
+        interleaved.append(report.acked >= 20 and offsets != sorted(offsets))
+    # the log really interleaves the producers (not in CommitLog order) in some run: on a loaded
+    # machine a SYNC_FLUSH run can serialise its producers (each flush done before the next put),
+    # as one CI run did (1,047 acks in order), which says nothing of the guarantees checked above
+    assert any(interleaved), interleaved
 
 
 def _nth(point: str, rng: random.Random) -> int:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from rmqlab.codec.checkpoint import Checkpoint
 from rmqlab.codec.consume_queue_ext_unit import MIN_EXT_FILE_SIZE
+from rmqlab.codec.index_layout import index_file_size
 from rmqlab.codec.names import BATCH_CONSUME_QUEUE_DIR, CONSUME_QUEUE_EXT_DIR
 from rmqlab.config import MessageStoreConfig
 from rmqlab.errors import ConfigError
@@ -94,7 +95,7 @@ def explain_recovery(snap: StoreSnapshot, *, config: MessageStoreConfig | None =
         views = [CommitLogFileView(mf.name, mf.file_from_offset, mf.buffer) for mf in snap.commit_log_files]
         plan = plan_recovery(views, cfg.mapped_file_size_commit_log, last_exit_ok=not snap.abort_present,
                              max_phy_offset_of_consume_queue=cq_max, checkpoint=checkpoint, config=cfg)
-        plan.notes[:0] = load_failures
+        plan.notes[:0] = load_failures + _index_short_notes(snap)
         plan.steps[:0] = cqs.batch_recovery_steps
         note_ext_recovery(plan, cqs.ext_recovery_steps, ext_enabled=ext, ext_files_present=ext_files)
         _note_ext_cut_short(plan, cqs)
@@ -131,6 +132,19 @@ def _note_ext_cut_short(plan: RecoveryPlan, cqs: Any) -> None:
         plan.notes.insert(0, f"RocketMQ's load fails (consume queue ext: {path}: the unit at {at} runs past the file's "
                              f"end at {length}, so the file is cut short): the broker does not start and no recovery "
                              "runs; this plan is what recovery would do once the file is fixed")
+
+
+def _index_short_notes(snap: StoreSnapshot) -> list[str]:
+    """Index files not of the layout's size: RocketMQ maps them at its configured size unchecked
+    (a short file grows, its cut chains are lost; another layout is searched in the wrong slots);
+    rmqlab's MessageStore.open refuses the store and says why."""
+    if snap.index_error:
+        return [f"index: {snap.index_error}; MessageStore.open with these index sizes refuses to load the store "
+                "(RocketMQ maps each index file at its configured size unchecked)"]
+    size = index_file_size(snap.hash_slot_num, snap.index_num)
+    return [f"index: {path}: {n:,} bytes, shorter than its layout's {size:,} (a cut file): rmqlab's "
+            "MessageStore.open refuses to load the store until it is moved out of index/ (its keys are then not "
+            "found); RocketMQ maps it at the configured size unchecked, growing it" for path, n in snap.index_short]
 
 
 def _load_failures(snap: StoreSnapshot, cfg: MessageStoreConfig, cqs: Any) -> list[str]:

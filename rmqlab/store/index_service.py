@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from rmqlab.codec.flags import KEY_SEPARATOR, TRANSACTION_ROLLBACK_TYPE, transaction_type
-from rmqlab.codec.index_layout import index_hash_of, index_key
+from rmqlab.codec.index_layout import INDEX_HEADER_SIZE, index_file_size, index_hash_of, index_key
 from rmqlab.codec.java_hash import java_hash, java_hash_extend, java_hash_extend_many
 from rmqlab.codec.names import index_file_name
 from rmqlab.errors import MappedFileError, ReadOnlyStore, RmqlabError
@@ -117,6 +117,7 @@ class IndexService:
         self._complete = -1
         self._lock = threading.RLock()
         self.load_report: list[LoadReportEntry] = []
+        self.load_error = ""  # why load() returned False: the file, and what was wrong with it
         self.index_file_error = False  # RunningFlags.makeIndexFileError after failed creation
         # hash caches of _build_one (dispatch thread only): "topic#UNIQ_KEY prefix" -> its Java
         # hash times 31**12 mod 2**32; topic -> KEYS string -> index hashes of its tokens
@@ -156,12 +157,20 @@ class IndexService:
             if not os.path.isfile(path):
                 self.load_report.append(LoadReportEntry(path, "not_a_file"))
                 continue
+            wrong = self._wrong_size(path)
+            if wrong:
+                self.load_report.append(LoadReportEntry(path, wrong))
+                self.load_error = f"{path}: {wrong}"
+                with self._lock:
+                    self._files = self._files + loaded
+                return False
             try:
                 f = IndexFile(path, self.hash_slot_num, self.index_num,
                               read_only=self.read_only, bus=self._bus)
             except (OSError, MappedFileError) as e:
                 # Java: an IOException aborts the load (files mapped so far stay loaded).
                 self.load_report.append(LoadReportEntry(path, f"cannot map: {e}"))
+                self.load_error = str(e) if path in str(e) else f"{path}: cannot map: {e}"
                 with self._lock:
                     self._files = self._files + loaded
                 return False
@@ -178,6 +187,26 @@ class IndexService:
         with self._lock:
             self._files = self._files + loaded
         return True
+
+    def _wrong_size(self, path: str) -> str:
+        """Why a file's length is not the configured layout's, or "". RocketMQ's IndexService
+        maps every file at the configured size without looking: a shorter file grows, and a
+        store written with another ``maxHashSlotNum`` is searched in the wrong slots (every key
+        query answers nothing). rmqlab refuses to load it instead, saying which sizes fit."""
+        size = os.path.getsize(path)
+        expected = index_file_size(self.hash_slot_num, self.index_num)
+        if size in (expected, 0):  # 0: killed between creating the file and sizing it, as Java can be
+            return ""
+        text = (f"{size:,} bytes, but max_hash_slot_num={self.hash_slot_num} and max_index_num={self.index_num} "
+                f"make index files of {expected:,} bytes (RocketMQ would map it at that size unchecked")
+        text += ", growing the file)" if size < expected else ")"
+        fits = _index_sizes_for(size, self.hash_slot_num, self.index_num)
+        if fits:
+            text += "; a store written with other index sizes opens with " + " or ".join(
+                f"MessageStoreConfig(max_hash_slot_num={slots}, max_index_num={num})" for slots, num in fits)
+        elif size < expected:
+            text += "; a damaged (cut) file: move it out of index/ to open the store (its keys will not be found)"
+        return text
 
     def get_and_create_last_index_file(self) -> IndexFile:
         """The last file if it has room, else a new one that inherits the full file's end.
@@ -559,6 +588,20 @@ class IndexService:
             for f in self._files:
                 f.shutdown()
             self._files = []
+
+
+def _index_sizes_for(size: int, hash_slot_num: int, index_num: int) -> list[tuple[int, int]]:
+    """(max_hash_slot_num, max_index_num) pairs an index file of ``size`` bytes fits: RocketMQ's
+    defaults, or one of the two configured values kept and the other solved for."""
+    fits = []
+    if size == index_file_size(5_000_000, 20_000_000):
+        fits.append((5_000_000, 20_000_000))
+    room = size - INDEX_HEADER_SIZE
+    if room > hash_slot_num * 4 and (room - hash_slot_num * 4) % 20 == 0:
+        fits.append((hash_slot_num, (room - hash_slot_num * 4) // 20))
+    if room > index_num * 20 and (room - index_num * 20) % 4 == 0:
+        fits.append(((room - index_num * 20) // 4, index_num))
+    return list(dict.fromkeys(fits))
 
 
 def _items(act: np.ndarray, keys: Sequence[str | None],

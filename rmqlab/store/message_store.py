@@ -454,7 +454,7 @@ class MessageStore:
             self.load_error = f"consume queue: {err}{_size_hint(err, 'mapped_file_size_consume_queue')}"
             return False
         if not self.index_service.load(self.last_exit_ok):
-            self.load_error = "index files failed to load"
+            self.load_error = f"index: {self.index_service.load_error or 'index files failed to load'}"
             return False
         self.recovery_plan = self._recover(self.last_exit_ok)
         # after recovery, as 4.9.8's store and 5.x's broker load it: its offsets are corrected

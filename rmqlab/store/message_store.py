@@ -453,10 +453,16 @@ class MessageStore:
             err = self.consume_queue_store.load_error
             self.load_error = f"consume queue: {err}{_size_hint(err, 'mapped_file_size_consume_queue')}"
             return False
+        # planned before the index files load (which destroys some after an abnormal exit), so a
+        # refused plan leaves every byte as it was; the index load does not depend on the plan
+        plan = self._plan_recovery(self.last_exit_ok)
+        if plan.written_by_v5:  # a 5.x store opened with 4.9.8's rules: refused, not cut
+            self.load_error = plan.notes[0]
+            return False
         if not self.index_service.load(self.last_exit_ok):
             self.load_error = f"index: {self.index_service.load_error or 'index files failed to load'}"
             return False
-        self.recovery_plan = self._recover(self.last_exit_ok)
+        self.recovery_plan = self._recover(plan)
         # after recovery, as 4.9.8's store and 5.x's broker load it: its offsets are corrected
         # into the recovered schedule queues
         if not self.schedule.load():
@@ -740,9 +746,9 @@ class MessageStore:
             for mf in self.commit_log.mapped_file_queue.mapped_files
         ]
 
-    def _recover(self, last_exit_ok: bool) -> RecoveryPlan:
+    def _plan_recovery(self, last_exit_ok: bool) -> RecoveryPlan:
         cq_max = self.consume_queue_store.recover()
-        plan = plan_recovery(
+        return plan_recovery(
             self._commit_log_views(),
             self.config.mapped_file_size_commit_log,
             last_exit_ok=last_exit_ok,
@@ -750,6 +756,8 @@ class MessageStore:
             checkpoint=self.checkpoint.snapshot(),
             config=self.config,
         )
+
+    def _recover(self, plan: RecoveryPlan) -> RecoveryPlan:
         plan.steps[:0] = self.consume_queue_store.batch_recovery_steps  # (BatchConsumeQueues recover first)
         note_ext_recovery(plan, self.consume_queue_store.ext_recovery_steps,
                           ext_enabled=self.config.enable_consume_queue_ext,

@@ -90,6 +90,9 @@ class RecoveryPlan:
     notes: list[str] = field(default_factory=list)
     #: the walk checked __CRC32# instead of the body CRC (5.x force_verify_prop_crc with check_crc_on_recover)
     prop_crc: bool = False
+    #: the walk stopped (4.9.8 rules) at a well-formed V2 record, which only 5.x writes: the store
+    #: was written by 5.x, and MessageStore.open refuses rather than cut the log there
+    written_by_v5: bool = False
     #: the walk's accepted record positions per file (re-dispatch reuses them; not part of the plan)
     accepted: FastChecker | None = field(default=None, repr=False, compare=False)
 
@@ -377,11 +380,31 @@ def _walk(files: Sequence[CommitLogFileView], index: int, plan: RecoveryPlan, co
         plan.stop_file, plan.stop_offset = view.name, view.file_from_offset + pos
         plan.stop_reason = reason or _why_bad(buf, pos, size, check_crc, version, prop_crc)
         plan.step("record", view.name, view.file_from_offset + pos, "stop", plan.stop_reason)
+        if version.startswith("4.") and _well_formed_v2(buf, pos, check_crc):
+            plan.written_by_v5 = True
+            plan.notes.insert(0, written_by_v5_text(view.name, view.file_from_offset + pos))
         break
     if plan.stop_reason == "blank record in the last file":
         plan.process_offset = plan.stop_offset
     else:
         plan.process_offset = view.file_from_offset + pos
+
+
+def _well_formed_v2(buf: memoryview | bytes, pos: int, check_crc: bool) -> bool:
+    """Whether the record at ``pos`` has the V2 magic and passes every check of 5.x's walk."""
+    if pos + 8 > len(buf) or _INT.unpack_from(buf, pos + 4)[0] != flags.MESSAGE_MAGIC_CODE_V2:
+        return False
+    size, ok, _req = check_message_and_return_size(buf, pos, check_crc=check_crc, read_body=True,
+                                                   rocketmq_version="5.3.3")
+    return ok and size > 0
+
+
+def written_by_v5_text(file: str, offset: int) -> str:
+    """Why a 4.9.8 open refuses a store holding a V2 record (file and offset named)."""
+    return (f"commitlog/{file} at offset {offset}: a well-formed V2 record (a topic over 127 bytes), which only "
+            "RocketMQ 5.x writes: this store was written by 5.x. RocketMQ 4.9.8's recovery stops there and cuts the "
+            f"log, dropping every record from {offset} on; rmqlab's MessageStore.open with "
+            "rocketmq_version='4.9.8' refuses instead. Open it with rocketmq_version='5.3.3'")
 
 
 def _rmqlab_checks(buf: memoryview | bytes, pos: int, size: int, req: DispatchRequest | None, offset: int,

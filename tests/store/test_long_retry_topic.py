@@ -18,6 +18,7 @@ import pytest
 from rmqlab.clock import ManualClock
 from rmqlab.codec import MESSAGE_MAGIC_CODE_V1, MESSAGE_MAGIC_CODE_V2
 from rmqlab.config import MessageStoreConfig
+from rmqlab.errors import NotAStore
 from rmqlab.inspect import open_snapshot
 from rmqlab.store.message import Message
 from rmqlab.store.message_store import MessageStore
@@ -91,3 +92,46 @@ def test_5x_without_auto_version_refuses_what_it_would_write_unreadable(tmp_path
         ok = store.put_message(Message("%RETRY%" + "g" * 120, b"x"))  # 127 chars: V1 holds it
         assert ok.ok
         assert _magic(store, ok.wrote_offset) == MESSAGE_MAGIC_CODE_V1
+
+
+@pytest.mark.parametrize("clean", [True, False], ids=["clean-exit", "abnormal-exit"])
+def test_a_5x_store_with_v2_records_opened_as_4_9_8_is_refused_not_cut(tmp_path: Path, clean: bool) -> None:
+    """4.9.8's walk stops at the first V2 record and cuts the log there: opening a 5.x store with
+    the default version would drop every record from it on. rmqlab refuses, naming the file and
+    offset and the version to use, and changes no byte; the same store opens as 5.3.3 whole."""
+    import hashlib
+
+    root = tmp_path / "s"
+    config = _config(root)
+    store = MessageStore.open(str(root), config, clock=ManualClock(1_700_000_000_000), threaded=False)
+    for i in range(5):
+        store.put_message(Message("TopicA", b"before", keys=[f"b{i}"]))
+    v2 = store.put_message(Message(LONG_RETRY, b"retry"))
+    for i in range(5):
+        store.put_message(Message("TopicA", b"after", keys=[f"a{i}"]))
+    store.step()
+    end = store.get_max_phy_offset()
+    if clean:
+        store.shutdown()
+    else:
+        store.abandon()  # a killed process: abort file left, abnormal recovery next
+    digest = {p.name + str(p.parent): hashlib.sha256(p.read_bytes()).hexdigest()
+              for p in sorted(root.rglob("*")) if p.is_file()}
+    with pytest.raises(NotAStore) as e:
+        MessageStore.open(str(root), config.with_(rocketmq_version="4.9.8"), threaded=False)
+    text = str(e.value)
+    assert f"commitlog/00000000000000000000 at offset {v2.wrote_offset}: a well-formed V2 record" in text
+    assert "Open it with rocketmq_version='5.3.3'" in text
+    assert {p.name + str(p.parent): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()} == digest
+    with open_snapshot(root) as snap:  # the dry run says the same
+        assert snap.explain_recovery(rocketmq_version="4.9.8").notes[0].startswith(
+            f"commitlog/00000000000000000000 at offset {v2.wrote_offset}: a well-formed V2 record")
+        assert not snap.explain_recovery(rocketmq_version="5.3.3").written_by_v5
+    store = MessageStore.open(str(root), config, threaded=False)
+    try:
+        assert store.get_max_phy_offset() == end
+        assert store.get_max_offset_in_queue("TopicA", 0) == 10
+        assert [m.body for m in store.query_message("TopicA", "a4").messages] == [b"after"]
+    finally:
+        store.shutdown()

@@ -56,7 +56,7 @@ def explain_recovery(snap: StoreSnapshot, *, config: MessageStoreConfig | None =
     what that does to each run (its walk from the first file, its cut after the last address
     the recovered queue holds). Off with ext files present, a note says they are left alone.
     """
-    from rmqlab.store.consume_queue_store import ConsumeQueueStore
+    from rmqlab.store.consume_queue_store import ConsumeQueueStore, batch_queues_under_v4
     from rmqlab.store.recovery import (
         CommitLogFileView,
         index_end_past_log,
@@ -95,7 +95,8 @@ def explain_recovery(snap: StoreSnapshot, *, config: MessageStoreConfig | None =
         views = [CommitLogFileView(mf.name, mf.file_from_offset, mf.buffer) for mf in snap.commit_log_files]
         plan = plan_recovery(views, cfg.mapped_file_size_commit_log, last_exit_ok=not snap.abort_present,
                              max_phy_offset_of_consume_queue=cq_max, checkpoint=checkpoint, config=cfg)
-        plan.notes[:0] = load_failures + _index_short_notes(snap)
+        v5_queues = batch_queues_under_v4(snap.path) if cfg.is_v4 else ""
+        plan.notes[:0] = ([v5_queues] if v5_queues else []) + load_failures + _index_short_notes(snap)
         plan.steps[:0] = cqs.batch_recovery_steps
         note_ext_recovery(plan, cqs.ext_recovery_steps, ext_enabled=ext, ext_files_present=ext_files)
         _note_ext_cut_short(plan, cqs)

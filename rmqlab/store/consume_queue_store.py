@@ -32,7 +32,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 
 import numpy as np
 
-from rmqlab.codec.names import is_lmq_topic
+from rmqlab.codec.names import BATCH_CONSUME_QUEUE_DIR, is_lmq_topic
 from rmqlab.errors import InvalidTopic
 from rmqlab.events import EventBus, RecoveryStep
 from rmqlab.files.mapped_file_queue import LoadError
@@ -487,3 +487,18 @@ class ConsumeQueueStore:
             cq.shutdown()
         for _, _, bcq in self.all_batch_queues():
             bcq.shutdown()
+
+
+def batch_queues_under_v4(root: str) -> str:
+    """Why 4.9.8's rules refuse the store at ``root``, or "": it holds BatchConsumeQueue files
+    (``batchconsumequeue/``), which only 5.x writes. 4.9.8 does not know them, so its reput would
+    dispatch those topics' records into new ``consumequeue/`` queues, and a 5.x broker (or rmqlab
+    as 5.3.3) then refuses the store for good: a BatchCQ topic with plain queues."""
+    for d, dirs, files in os.walk(os.path.join(root, BATCH_CONSUME_QUEUE_DIR)):
+        dirs.sort()
+        if files:
+            return (f"{os.path.join(d, min(files))}: a BatchConsumeQueue file, which only RocketMQ 5.x writes: this "
+                    "store was written by 5.x. Opened with rocketmq_version='4.9.8' its batch topics' records would be "
+                    "dispatched into new consumequeue/ queues, after which 5.x refuses the store; rmqlab's "
+                    "MessageStore.open refuses instead. Open it with rocketmq_version='5.3.3'")
+    return ""

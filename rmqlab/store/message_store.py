@@ -62,7 +62,7 @@ from rmqlab.store.abort_file import AbortFile
 from rmqlab.store.args import int_arg, queue_args, str_arg
 from rmqlab.store.cleanup import CleanCommitLogService, CleanConsumeQueueService, CleanupPlan
 from rmqlab.store.commit_log import CommitLog
-from rmqlab.store.consume_queue_store import ConsumeQueueStore
+from rmqlab.store.consume_queue_store import ConsumeQueueStore, batch_queues_under_v4
 from rmqlab.store.dispatch import (
     CommitLogDispatcherBuildConsumeQueue,
     CommitLogDispatcherBuildIndex,
@@ -441,7 +441,7 @@ class MessageStore:
         if not self.topic_config_manager.load():
             self.load_error = f"{self.topic_config_manager.path}: unreadable topic config (and .bak)"
             return False
-        if not self._rocksdb_cq_absent():
+        if not self._rocksdb_cq_absent() or not self._no_v5_queues_under_v4():
             return False
         self.last_exit_ok = not self.abort_file.exists()
         if not self.commit_log.load():
@@ -498,6 +498,14 @@ class MessageStore:
                            "the store would leave the broker's RocksDB consume queues behind; inspect it read-only "
                            "with `rmqlab inspect` / `rmqlab verify` (the commit log and index are read)")
         return False
+
+    def _no_v5_queues_under_v4(self) -> bool:
+        """A store with BatchConsumeQueue files is refused by 4.9.8's rules
+        (:func:`~rmqlab.store.recovery.batch_queues_under_v4`). Nothing is read or written first."""
+        if not self.config.is_v4:
+            return True
+        self.load_error = batch_queues_under_v4(self.root)
+        return not self.load_error
 
     def _ext_files_present(self) -> bool:
         ext_dir = os.path.join(self.root, CONSUME_QUEUE_EXT_DIR)

@@ -418,6 +418,46 @@ def test_4_9_8_ignores_the_attribute_as_its_topic_config_does(tmp_path: Path) ->
         assert store.get_max_offset_in_queue("Batched", 0) == 4
 
 
+@pytest.mark.parametrize("clean", [True, False], ids=["clean-exit", "abnormal-exit"])
+def test_a_5x_store_with_batch_queues_opened_as_4_9_8_is_refused(tmp_path: Path, clean: bool) -> None:
+    """4.9.8 knows no batchconsumequeue/: its reput would dispatch the batch topic's records into
+    a new consumequeue/Batched/, after which 5.x refuses the store for good. rmqlab refuses the
+    4.9.8 open instead (naming the file and the version to use), changes no byte, and the store
+    opens as 5.3.3 with every answer as before; the dry run's first note says the same."""
+    import hashlib
+
+    root = str(tmp_path / "s")
+    store = _open(root)
+    store.create_topic("Batched", 1, queue_type="BatchCQ")
+    for i in range(4):
+        assert store.put_message(Message("Plain", b"p", keys=[f"p{i}"])).ok
+        assert store.put_messages([Message("Batched", b"b%d" % j) for j in range(3)]).ok
+    store.step()
+    if clean:
+        store.shutdown()
+    else:
+        store.abandon()
+
+    def digest() -> dict[str, str]:
+        return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(Path(root).rglob("*"))
+                if p.is_file()}
+
+    before = digest()
+    with pytest.raises(NotAStore) as e:
+        _open(root, version="4.9.8")
+    first = Path(root, "batchconsumequeue", "Batched", "0", "00000000000000000000")
+    assert f"{first}: a BatchConsumeQueue file, which only RocketMQ 5.x writes" in str(e.value)
+    assert "Open it with rocketmq_version='5.3.3'" in str(e.value)
+    assert digest() == before
+    assert not Path(root, "consumequeue", "Batched").exists()
+    with open_snapshot(root) as snap:
+        assert snap.explain_recovery(rocketmq_version="4.9.8").notes[0].startswith(f"{first}: a BatchConsumeQueue")
+        assert not any("BatchConsumeQueue file" in n for n in snap.explain_recovery(rocketmq_version=V5).notes)
+    with _open(root) as store:
+        assert store.get_max_offset_in_queue("Batched", 0) == 12
+        assert store.get_max_offset_in_queue("Plain", 0) == 4
+
+
 def test_cleanup_and_topic_deletion_cover_batch_queues(tmp_path: Path) -> None:
     root = str(tmp_path / "s")
     clock = ManualClock()

@@ -204,6 +204,12 @@ class MessageStoreConfig:
             if getattr(self, name):
                 raise ConfigError(f"{name}=True is not implemented by rmqlab ({what}); RocketMQ's default "
                                   "False is the only supported value")
+        if self.store_path_commit_log and "," in self.store_path_commit_log:
+            raise ConfigError(
+                f"store_path_commit_log {self.store_path_commit_log!r} lists several directories (RocketMQ splits it "
+                "on ',': a multi-path CommitLog, MultiPathMappedFileQueue), which rmqlab does not implement; RocketMQ "
+                "loads the files of every path as one queue sorted by name, so link (or copy) them all into one "
+                "directory and open that")
         if self.max_dispatch_behind_bytes < 0:
             bound = self.max_dispatch_behind_bytes
             raise ConfigError(f"max_dispatch_behind_bytes must be >= 0 (0: never wait), not {bound}")

@@ -209,7 +209,7 @@ class MessageStoreConfig:
                 f"store_path_commit_log {self.store_path_commit_log!r} lists several directories (RocketMQ splits it "
                 "on ',': a multi-path CommitLog, MultiPathMappedFileQueue), which rmqlab does not implement; RocketMQ "
                 "loads the files of every path as one queue sorted by name, so link (or copy) them all into one "
-                "directory and open that")
+                "directory and open that (a name in two paths, RocketMQ issue 8859: keep the file that holds data)")
         if self.max_dispatch_behind_bytes < 0:
             bound = self.max_dispatch_behind_bytes
             raise ConfigError(f"max_dispatch_behind_bytes must be >= 0 (0: never wait), not {bound}")

@@ -500,5 +500,6 @@ def batch_queues_under_v4(root: str) -> str:
             return (f"{os.path.join(d, min(files))}: a BatchConsumeQueue file, which only RocketMQ 5.x writes: this "
                     "store was written by 5.x. Opened with rocketmq_version='4.9.8' its batch topics' records would be "
                     "dispatched into new consumequeue/ queues, after which 5.x refuses the store; rmqlab's "
-                    "MessageStore.open refuses instead. Open it with rocketmq_version='5.3.3'")
+                    "MessageStore.open refuses instead. Open it with "
+                    "rocketmq_version='5.3.3' (CLI: --rocketmq-version 5.3.3)")
     return ""

@@ -404,7 +404,8 @@ def written_by_v5_text(file: str, offset: int) -> str:
     return (f"commitlog/{file} at offset {offset}: a well-formed V2 record (a topic over 127 bytes), which only "
             "RocketMQ 5.x writes: this store was written by 5.x. RocketMQ 4.9.8's recovery stops there and cuts the "
             f"log, dropping every record from {offset} on; rmqlab's MessageStore.open with "
-            "rocketmq_version='4.9.8' refuses instead. Open it with rocketmq_version='5.3.3'")
+            "rocketmq_version='4.9.8' refuses instead. Open it with "
+            "rocketmq_version='5.3.3' (CLI: --rocketmq-version 5.3.3)")
 
 
 def _rmqlab_checks(buf: memoryview | bytes, pos: int, size: int, req: DispatchRequest | None, offset: int,

@@ -29,6 +29,7 @@ __all__ = [
     "FileLock",
     "FixedDiskUsage",
     "address_of",
+    "dledger_commit_log",
     "fsync_dir",
     "madvise_populate_write",
     "madvise_willneed",
@@ -57,6 +58,26 @@ def fsync_dir(path: str) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def dledger_commit_log(root: str) -> str | None:
+    """The first ``dledger-<selfId>/data`` directory under ``root`` that holds files, or None. A
+    broker with ``enableDLegerCommitLog`` keeps its messages there as DLedger entries, not in
+    ``commitlog/`` (RocketMQ's DLedgerCommitLog sets DLedger's ``storeBaseDir`` to the store
+    root); rmqlab reads neither the entries' framing nor their positions."""
+    try:
+        names = sorted(n for n in os.listdir(root) if n.startswith("dledger-"))
+    except OSError:
+        return None
+    for name in names:
+        data = os.path.join(root, name, "data")
+        try:
+            with os.scandir(data) as it:
+                if next(it, None) is not None:
+                    return data
+        except OSError:
+            continue
+    return None
 
 
 def sparse_create(path: str, size: int) -> bool:

@@ -63,6 +63,7 @@ from rmqlab.codec.names import (
 from rmqlab.codec.scan import RecordColumns, header_hop, scan_records
 from rmqlab.codec.walk import iter_records
 from rmqlab.errors import ConfigError, CorruptRecord, NotAStore
+from rmqlab.files.fs import dledger_commit_log
 from rmqlab.files.mapped_file import MappedFile
 from rmqlab.store.args import int_arg, queue_args, str_arg
 
@@ -257,6 +258,8 @@ class StoreSnapshot:
             raise
         self.abort_present = os.path.exists(os.path.join(self.path, "abort"))
         self.rocksdb_consume_queue = is_rocksdb_listing(_plain_files(os.path.join(self.path, "consumequeue")))
+        #: a DLedger CommitLog's data dir (``dledger-<id>/data``): the broker's messages are there, not read
+        self.dledger_commit_log = dledger_commit_log(self.path)
         self.compaction_files = _files_below(os.path.join(self.path, COMPACTION_DIR))
 
     # ------------------------------------------------------------------ opening

@@ -56,7 +56,7 @@ from rmqlab.errors import DiskFull, InvalidArgument, InvalidTopic, NotAStore, Rm
 from rmqlab.events import EventBus, RecoveryStep
 from rmqlab.faults import crash_point
 from rmqlab.files.allocate_mapped_file_service import AllocateMappedFileService
-from rmqlab.files.fs import DiskUsageProbe, FileLock
+from rmqlab.files.fs import DiskUsageProbe, FileLock, dledger_commit_log
 from rmqlab.files.transient_store_pool import TransientStorePool
 from rmqlab.store.abort_file import AbortFile
 from rmqlab.store.args import int_arg, queue_args, str_arg
@@ -441,7 +441,7 @@ class MessageStore:
         if not self.topic_config_manager.load():
             self.load_error = f"{self.topic_config_manager.path}: unreadable topic config (and .bak)"
             return False
-        if not self._rocksdb_cq_absent() or not self._no_v5_queues_under_v4():
+        if not self._rocksdb_cq_absent() or not self._no_v5_queues_under_v4() or not self._no_dledger_log():
             return False
         self.last_exit_ok = not self.abort_file.exists()
         if not self.commit_log.load():
@@ -497,6 +497,20 @@ class MessageStore:
                            "rocksdbCQDoubleWriteEnable): rmqlab reads and writes file consume queues only, so opening "
                            "the store would leave the broker's RocksDB consume queues behind; inspect it read-only "
                            "with `rmqlab inspect` / `rmqlab verify` (the commit log and index are read)")
+        return False
+
+    def _no_dledger_log(self) -> bool:
+        """A store whose messages are in a DLedger CommitLog (``dledger-<id>/data/``) is refused:
+        rmqlab would find ``commitlog/`` empty (or holding only the files from before the switch),
+        the consume queues past its end, and truncate them. Nothing is read or written first."""
+        data = dledger_commit_log(self.root)
+        if data is None:
+            return True
+        self.load_error = (f"{data}: a DLedger CommitLog (enableDLegerCommitLog: the broker keeps its messages there "
+                           "as DLedger entries, not in commitlog/), which rmqlab does not read or write; opening the "
+                           "store would find its consume queues past the plain CommitLog's end and truncate them. "
+                           "Inspect it read-only with `rmqlab inspect` / `rmqlab verify` (the consume queues and "
+                           "index are read)")
         return False
 
     def _no_v5_queues_under_v4(self) -> bool:

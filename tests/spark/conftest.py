@@ -102,6 +102,12 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     s = out["rocksdb"] = _copy("clean-small", base / "rocksdb")
     plant_rocksdb_consume_queue(s, keep_file_queues=False)
     plant_compaction_files(s)
+    # a DLedger broker's store: its CommitLog files under dledger-n0/data, commitlog/ empty (not
+    # read: one note, and no unit is called past the log's end)
+    s = out["dledger"] = _copy("clean-small", base / "dledger")
+    (s / "dledger-n0" / "data").mkdir(parents=True)
+    for f in sorted((s / "commitlog").iterdir()):
+        f.rename(s / "dledger-n0" / "data" / f.name)
     # an empty store (commitlog/ exists, no files) and a store of blank records only
     empty = out["empty"] = base / "empty"
     (empty / "commitlog").mkdir(parents=True)

@@ -55,6 +55,7 @@ def test_planted_faults_are_found(audited: Any, stores: dict[str, Any]) -> None:
     assert _kinds(audited, stores, "lmq") == {"cq_unit_mismatch": 1}  # the good multi-dispatch units pass
     assert _kinds(audited, stores, "index-chain") == {"index_prev_bad": 1, "index_items_unreachable": 1}
     assert _kinds(audited, stores, "rocksdb") == {"rocksdb_consume_queue_not_read": 1, "compaction_not_read": 1}
+    assert _kinds(audited, stores, "dledger") == {"dledger_commit_log_not_read": 1}
     torn = _kinds(audited, stores, "torn")
     assert torn["commitlog_bad_magic"] == 1
     assert torn["cq_units_past_log_end"] >= 1

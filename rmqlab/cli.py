@@ -197,7 +197,11 @@ def _open(store: Path, hash_slot_num: int | None, index_num: int | None) -> Any:
 
     if (hash_slot_num is None) != (index_num is None):
         raise click.UsageError("--hash-slot-num and --index-num go together")
-    return open_snapshot(store, hash_slot_num=hash_slot_num, index_num=index_num)
+    snap = open_snapshot(store, hash_slot_num=hash_slot_num, index_num=index_num)
+    if snap.dledger_commit_log:  # every answer about messages is then about commitlog/ alone
+        click.echo(f"rmqlab: warning: {snap.dledger_commit_log}: a DLedger CommitLog (enableDLegerCommitLog), not "
+                   "read: the broker's messages are there, so commitlog/ shows none of them", err=True)
+    return snap
 
 
 def _warn_damage(damage: list[Any]) -> None:

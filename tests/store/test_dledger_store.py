@@ -65,3 +65,8 @@ def test_verify_names_the_dledger_log_and_finds_no_damage(tmp_path: Path,
     found = json.loads(r.stdout)["findings"]
     assert [(f["severity"], f["kind"], f["file"]) for f in found] == [
         ("warning", "dledger_commit_log_not_read", "dledger-n0/data")]
+    r = CliRunner().invoke(main, ["inspect", str(root), "--json"])  # every command says it once
+    assert r.exit_code == 0, r.output
+    assert r.stderr.splitlines() == [
+        f"rmqlab: warning: {root / 'dledger-n0' / 'data'}: a DLedger CommitLog (enableDLegerCommitLog), not read: "
+        "the broker's messages are there, so commitlog/ shows none of them"]

@@ -206,6 +206,9 @@ class IndexService:
                 f"MessageStoreConfig(max_hash_slot_num={slots}, max_index_num={num})" for slots, num in fits)
         elif size < expected:
             text += "; a damaged (cut) file: move it out of index/ to open the store (its keys will not be found)"
+        else:
+            text += (f"; bytes appended past its layout (damage): cut the file back to {expected:,} bytes, as RocketMQ "
+                     "reads it, or move it out of index/, to open the store")
         return text
 
     def get_and_create_last_index_file(self) -> IndexFile:

@@ -68,6 +68,20 @@ def test_a_cut_index_file_is_refused_as_damage(tmp_path: Path) -> None:
     assert index.stat().st_size == 1000
 
 
+def test_a_grown_index_file_is_refused_saying_how_to_cut_it_back(tmp_path: Path) -> None:
+    config = _written(tmp_path)
+    index = next((tmp_path / "index").iterdir())
+    index.write_bytes(index.read_bytes() + b"garbage")
+    with pytest.raises(NotAStore) as e:
+        MessageStore.open(str(tmp_path), config, threaded=False)
+    assert f"{index}: 5,423 bytes" in str(e.value)
+    assert "cut the file back to 5,416 bytes" in str(e.value)
+    with open(index, "r+b") as f:  # what it says to do opens the store with every key
+        f.truncate(5416)
+    with MessageStore.open(str(tmp_path), config, threaded=False) as store:
+        assert len(store.query_message("TopicA", "k7").messages) == 1
+
+
 def test_a_zero_length_index_file_loads_as_rocketmq_loads_it(tmp_path: Path) -> None:
     config = _written(tmp_path)
     empty = tmp_path / "index" / "29991231235959999"  # the newest name: the file new keys go to

@@ -184,9 +184,8 @@ def store_notes(snap: StoreSnapshot) -> Iterator[Finding]:
         yield Finding("warning", "rocksdb_consume_queue_not_read", "consumequeue/CURRENT", 0,
                       "5.x RocksDB consume queue (storeType=defaultRocksDB or rocksdbCQDoubleWriteEnable) is "
                       f"not read by rmqlab: {beside}; MessageStore.open refuses the store")
-    dledger = getattr(snap, "dledger_commit_log", None)
-    if dledger:
-        yield Finding("warning", "dledger_commit_log_not_read", os.path.relpath(dledger, snap.path), 0,
+    if snap.dledger_commit_log:
+        yield Finding("warning", "dledger_commit_log_not_read", os.path.relpath(snap.dledger_commit_log, snap.path), 0,
                       "DLedger CommitLog (enableDLegerCommitLog): the broker's messages are DLedger entries here, "
                       "which rmqlab does not read, so consume queue units past commitlog/'s end are not damage; "
                       "MessageStore.open refuses the store")
@@ -248,7 +247,7 @@ def verify(snap: StoreSnapshot, *, check_crc: bool = False,
         if progress is not None:
             progress(mf.mapped_length)
     end = min(log_files[-1].file_from_offset + snap.commit_log_file_size, LONG_MAX) if log_files else 0
-    if not getattr(snap, "dledger_commit_log", None):  # (else the units point into the DLedger log)
+    if not snap.dledger_commit_log:  # (else the units point into the DLedger log)
         yield from _outside_log(snap, queues, queue_ids, indexes, end)
         yield from bc.bcq_outside_log(snap, batches, end)
     yield from _check_checkpoint(snap, newest_ts)

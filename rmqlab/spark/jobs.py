@@ -261,7 +261,7 @@ def _store_meta(path: str) -> _StoreMeta:
             later = order[1:][q.base[order][1:] == q.base[order][:-1]]
             bdup += [(snap.path, topic, qid, int(i)) for i in np.sort(later).tolist()]
         end = _long(log[-1].file_from_offset + size) if log else 0
-        if getattr(snap, "dledger_commit_log", None):  # units point into the DLedger log: none is past the end
+        if snap.dledger_commit_log:  # units point into the DLedger log: none is past the end
             end = LONG_MAX
         cp = snap.checkpoint_values()
         aligned = int(size > 0 and all(mf.file_from_offset % size == 0 for mf in log))

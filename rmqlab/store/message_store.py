@@ -89,6 +89,7 @@ from rmqlab.store.recovery import (
     note_ext_recovery,
     note_units_past_log,
     plan_recovery,
+    written_by_v5_text,
 )
 from rmqlab.store.results import (
     GetMessageResult,
@@ -457,7 +458,7 @@ class MessageStore:
         # refused plan leaves every byte as it was; the index load does not depend on the plan
         plan = self._plan_recovery(self.last_exit_ok)
         if plan.written_by_v5:  # a 5.x store opened with 4.9.8's rules: refused, not cut
-            self.load_error = plan.notes[0]
+            self.load_error = written_by_v5_text(plan.stop_file or "", plan.stop_offset)
             return False
         if not self.index_service.load(self.last_exit_ok):
             self.load_error = f"index: {self.index_service.load_error or 'index files failed to load'}"

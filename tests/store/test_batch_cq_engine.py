@@ -28,6 +28,7 @@ from rmqlab.store.message_store import MessageStore
 from rmqlab.store.results import GetMessageStatus, PutMessageStatus
 from rmqlab.store.topic_config import TopicConfig
 from rmqlab.testing.crash import simulate_power_loss
+from tests.tree import tree_digest
 
 V5 = "5.3.3"
 BCQ_FILE = 46 * 64  # 64 units a file: files roll
@@ -424,8 +425,6 @@ def test_a_5x_store_with_batch_queues_opened_as_4_9_8_is_refused(tmp_path: Path,
     a new consumequeue/Batched/, after which 5.x refuses the store for good. rmqlab refuses the
     4.9.8 open instead (naming the file and the version to use), changes no byte, and the store
     opens as 5.3.3 with every answer as before; the dry run's first note says the same."""
-    import hashlib
-
     root = str(tmp_path / "s")
     store = _open(root)
     store.create_topic("Batched", 1, queue_type="BatchCQ")
@@ -438,17 +437,13 @@ def test_a_5x_store_with_batch_queues_opened_as_4_9_8_is_refused(tmp_path: Path,
     else:
         store.abandon()
 
-    def digest() -> dict[str, str]:
-        return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(Path(root).rglob("*"))
-                if p.is_file()}
-
-    before = digest()
+    before = tree_digest(root)
     with pytest.raises(NotAStore) as e:
         _open(root, version="4.9.8")
     first = Path(root, "batchconsumequeue", "Batched", "0", "00000000000000000000")
     assert f"{first}: a BatchConsumeQueue file, which only RocketMQ 5.x writes" in str(e.value)
     assert "Open it with rocketmq_version='5.3.3'" in str(e.value)
-    assert digest() == before
+    assert tree_digest(root) == before
     assert not Path(root, "consumequeue", "Batched").exists()
     with open_snapshot(root) as snap:
         assert snap.explain_recovery(rocketmq_version="4.9.8").notes[0].startswith(f"{first}: a BatchConsumeQueue")

@@ -8,7 +8,6 @@ instead of calling every unit damage.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from click.testing import CliRunner
 from rmqlab import MessageStore, MessageStoreConfig
 from rmqlab.cli import main
 from rmqlab.errors import NotAStore
+from tests.tree import tree_digest
 
 
 def _dledger_store(tmp_path: Path, reference_store: Callable[[str], Path]) -> Path:
@@ -33,20 +33,15 @@ def _dledger_store(tmp_path: Path, reference_store: Callable[[str], Path]) -> Pa
     return root
 
 
-def _digest(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
-
-
 def test_open_refuses_a_dledger_store_and_changes_nothing(tmp_path: Path,
                                                           reference_store: Callable[[str], Path]) -> None:
     root = _dledger_store(tmp_path, reference_store)
-    before = _digest(root)
+    before = tree_digest(root)
     with pytest.raises(NotAStore) as e:
         MessageStore.open(str(root), MessageStoreConfig.small(str(root)), threaded=False)
     assert f"{root / 'dledger-n0' / 'data'}: a DLedger CommitLog (enableDLegerCommitLog" in str(e.value)
     assert "truncate them" in str(e.value)
-    assert _digest(root) == before
+    assert tree_digest(root) == before
 
 
 def test_an_empty_dledger_dir_is_no_dledger_log(tmp_path: Path, reference_store: Callable[[str], Path]) -> None:

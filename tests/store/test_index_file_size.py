@@ -9,13 +9,13 @@ and changes no byte. A zero-length file (a kill between creating and sizing it) 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from pathlib import Path
 
 import pytest
 
 from rmqlab import Message, MessageStore, MessageStoreConfig
 from rmqlab.errors import NotAStore
+from tests.tree import tree_digest
 
 
 def _written(root: Path, n: int = 40) -> MessageStoreConfig:
@@ -28,11 +28,6 @@ def _written(root: Path, n: int = 40) -> MessageStoreConfig:
     return config
 
 
-def _digest(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
-
-
 @pytest.mark.parametrize(("change", "hint"), [
     ({"max_hash_slot_num": 128}, "MessageStoreConfig(max_hash_slot_num=64, max_index_num=256)"),
     ({"max_index_num": 512}, "MessageStoreConfig(max_hash_slot_num=64, max_index_num=256)"),
@@ -41,14 +36,14 @@ def _digest(root: Path) -> dict[str, str]:
 def test_other_index_sizes_are_refused_with_the_sizes_that_fit(tmp_path: Path, change: dict[str, int],
                                                                  hint: str) -> None:
     config = _written(tmp_path)
-    before = _digest(tmp_path)
+    before = tree_digest(tmp_path)
     with pytest.raises(NotAStore) as e:
         MessageStore.open(str(tmp_path), dataclasses.replace(config, **change), threaded=False)
     text = str(e.value)
     index = min((tmp_path / "index").iterdir())
     assert f"index: {index}: 5,416 bytes, but max_hash_slot_num=" in text
     assert hint in text
-    assert _digest(tmp_path) == before  # not grown, nothing written
+    assert tree_digest(tmp_path) == before  # not grown, nothing written
     # the sizes it names open it, and the keys are found
     store = MessageStore.open(str(tmp_path), config, threaded=False)
     try:

@@ -23,6 +23,7 @@ from rmqlab.inspect import open_snapshot
 from rmqlab.store.message import Message
 from rmqlab.store.message_store import MessageStore
 from rmqlab.store.results import PutMessageStatus
+from tests.tree import tree_digest
 
 LONG_RETRY = "%RETRY%" + "group_" * 33  # 205 chars
 assert len(LONG_RETRY) == 205
@@ -99,8 +100,6 @@ def test_a_5x_store_with_v2_records_opened_as_4_9_8_is_refused_not_cut(tmp_path:
     """4.9.8's walk stops at the first V2 record and cuts the log there: opening a 5.x store with
     the default version would drop every record from it on. rmqlab refuses, naming the file and
     offset and the version to use, and changes no byte; the same store opens as 5.3.3 whole."""
-    import hashlib
-
     root = tmp_path / "s"
     config = _config(root)
     store = MessageStore.open(str(root), config, clock=ManualClock(1_700_000_000_000), threaded=False)
@@ -115,15 +114,13 @@ def test_a_5x_store_with_v2_records_opened_as_4_9_8_is_refused_not_cut(tmp_path:
         store.shutdown()
     else:
         store.abandon()  # a killed process: abort file left, abnormal recovery next
-    digest = {p.name + str(p.parent): hashlib.sha256(p.read_bytes()).hexdigest()
-              for p in sorted(root.rglob("*")) if p.is_file()}
+    digest = tree_digest(root)
     with pytest.raises(NotAStore) as e:
         MessageStore.open(str(root), config.with_(rocketmq_version="4.9.8"), threaded=False)
     text = str(e.value)
     assert f"commitlog/00000000000000000000 at offset {v2.wrote_offset}: a well-formed V2 record" in text
     assert "Open it with rocketmq_version='5.3.3'" in text
-    assert {p.name + str(p.parent): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()} == digest
+    assert tree_digest(root) == digest
     with open_snapshot(root) as snap:  # the dry run says the same
         assert snap.explain_recovery(rocketmq_version="4.9.8").notes[0].startswith(
             f"commitlog/00000000000000000000 at offset {v2.wrote_offset}: a well-formed V2 record")

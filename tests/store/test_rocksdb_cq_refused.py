@@ -6,7 +6,6 @@ every record as missing from its consume queue."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import shutil
@@ -22,6 +21,7 @@ from rmqlab.inspect.checks import verify
 from rmqlab.store.message import Message
 from rmqlab.store.message_store import MessageStore
 from tests.spark.conftest import plant_compaction_files, plant_rocksdb_consume_queue
+from tests.tree import tree_digest
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -32,15 +32,6 @@ def _store(root: Path) -> None:
         for i in range(40):
             store.put_message(Message("Plain", b"x" * 100, tags="a", keys=[f"k{i}"], queue_id=i % 2))
         store.step()
-
-
-def _digest(root: Path) -> dict[str, str]:
-    out = {}
-    for d, _dirs, files in os.walk(root):
-        for f in files:
-            p = os.path.join(d, f)
-            out[os.path.relpath(p, root)] = hashlib.sha256(Path(p).read_bytes()).hexdigest()
-    return out
 
 
 def test_a_rocksdb_listing_needs_current_and_a_manifest() -> None:
@@ -55,10 +46,10 @@ def test_a_rocksdb_consume_queue_refuses_open_and_leaves_every_byte(tmp_path: Pa
     root = tmp_path / "s"
     _store(root)
     plant_rocksdb_consume_queue(root, keep_file_queues=keep_file_queues)
-    before = _digest(root)
+    before = tree_digest(root)
     with pytest.raises(NotAStore, match=r"consumequeue holds a RocksDB database.*rmqlab inspect"):
         MessageStore.open(str(root), MessageStoreConfig.small(str(root), rocketmq_version="5.3.3"), threaded=False)
-    assert _digest(root) == before
+    assert tree_digest(root) == before
 
 
 def test_verify_on_a_rocksdb_only_store_says_so_instead_of_flagging_every_record(tmp_path: Path) -> None:
@@ -68,13 +59,13 @@ def test_verify_on_a_rocksdb_only_store_says_so_instead_of_flagging_every_record
         assert not snap.rocksdb_consume_queue
         assert list(verify(snap)) == []
     plant_rocksdb_consume_queue(root, keep_file_queues=False)
-    before = _digest(root)
+    before = tree_digest(root)
     with open_snapshot(str(root)) as snap:
         assert snap.rocksdb_consume_queue
         assert not snap.consume_queues
         found = list(verify(snap))
         assert len(snap.messages()) == 40  # the commit log is still read
-    assert _digest(root) == before
+    assert tree_digest(root) == before
     assert [(f.severity, f.kind, f.file, f.offset) for f in found] == [
         ("warning", "rocksdb_consume_queue_not_read", "consumequeue/CURRENT", 0)]
     assert "no file consume queues" in found[0].message
